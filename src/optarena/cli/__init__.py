@@ -1,0 +1,54 @@
+"""The `optarena` command line: one Typer app; each command group lives in its own module.
+
+Every `OptarenaError` becomes one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from optarena.cli._app import app, console, err_console
+from optarena.errors import OptarenaError
+
+
+def _register_commands() -> None:
+    """Every `optarena/cli/_*.py` module registers its commands on `app` when imported."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_") and info.name not in ("_app", "_render"):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+_register_commands()
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        rv = app(args=argv, prog_name="optarena", standalone_mode=False)
+    except OptarenaError as e:
+        err_console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        return 2
+    except SystemExit as e:
+        return int(e.code or 0)
+    except _click_exceptions() as e:
+        e.show()  # type: ignore[attr-defined]
+        return 2
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        return 130
+    return rv if isinstance(rv, int) else 0
+
+
+def _click_exceptions() -> tuple[type[BaseException], ...]:
+    import click
+
+    return (click.exceptions.UsageError, click.exceptions.ClickException)
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+__all__ = ["app", "console", "entry", "main"]

@@ -1,0 +1,50 @@
+"""Human-readable views of results (the JSON views are the pydantic models themselves)."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+
+from optarena.judge import JudgeResult
+from optarena.tasks import Task
+
+
+def verdict_markup(verdict: str) -> str:
+    color = {"accepted": "green", "rejected": "red"}.get(verdict, "yellow")
+    return f"[bold {color}]{verdict}[/]"
+
+
+def judge_summary(result: JudgeResult, title: str | None = None) -> RenderableType:
+    """Verdict, identity and every failed check (passed checks are counted, not listed)."""
+    table = Table(title=title, show_header=True, header_style="bold", expand=False)
+    table.add_column("check")
+    table.add_column("workload")
+    table.add_column("result")
+    table.add_column("detail", overflow="fold")
+    failed = [c for c in result.checks if not c.passed]
+    for c in failed:
+        table.add_row(c.name, c.workload or "-", f"[red]{c.code}[/]", c.detail[:300])
+    passed = len(result.checks) - len(failed)
+    line = (
+        f"verdict {verdict_markup(result.verdict)}; {passed}/{len(result.checks)} checks passed; "
+        f"task {result.task.id}@{result.task.version} {result.task.sha256[:12]}; "
+        f"candidate {result.candidate.sha256[:12]}; seed {result.seed}"
+    )
+    return Group(table, line) if failed else Group(line)
+
+
+def task_table(tasks: list[Task]) -> Table:
+    table = Table(show_header=True, header_style="bold")
+    for col in ("id", "version", "device", "timed workloads", "controls", "title"):
+        table.add_column(col)
+    for t in tasks:
+        timed = ", ".join(w.name for w in t.spec.workloads if w.role == "timed")
+        table.add_row(
+            t.id,
+            t.spec.version,
+            t.spec.requirements.device,
+            timed,
+            str(len(t.spec.controls)),
+            t.spec.title,
+        )
+    return table

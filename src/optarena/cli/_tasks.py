@@ -1,0 +1,119 @@
+"""`optarena tasks`, `optarena task show|init|qualify`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from optarena.cli._app import app, console, err_console, task_app
+from optarena.cli._render import task_table, verdict_markup
+from optarena.errors import OptarenaError
+from optarena.tasks import builtin_task_ids, resolve_task
+from optarena.tasks.qualify import qualify_task
+
+
+@app.command("tasks")
+def tasks_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """List the built-in task library."""
+    tasks = [resolve_task(t) for t in builtin_task_ids()]
+    if as_json:
+        rows = [
+            {"id": t.id, "version": t.spec.version, "sha256": t.sha256, "title": t.spec.title}
+            for t in tasks
+        ]
+        console.print_json(json.dumps(rows))
+        return
+    console.print(task_table(tasks))
+
+
+@task_app.command("show")
+def show_cmd(
+    task: Annotated[str, typer.Argument(help="built-in id or path to a task directory")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the spec as JSON")] = False,
+) -> None:
+    """Everything a task declares, with its identity hash."""
+    t = resolve_task(task)
+    if as_json:
+        data = {"spec": t.spec.model_dump(), "sha256": t.sha256, "root": str(t.root)}
+        console.print_json(json.dumps(data))
+        return
+    s = t.spec
+    console.print(f"[bold]{s.id}[/] {s.version}  {s.title}")
+    console.print(f"sha256     {t.sha256}")
+    console.print(f"root       {t.root}")
+    console.print(f"entry      {s.entry.file}:{s.entry.function}")
+    console.print(f"editable   {', '.join(s.editable)}")
+    console.print(f"tolerance  atol {s.tolerance.atol:g}, rtol {s.tolerance.rtol:g}")
+    console.print(
+        f"requires   {s.requirements.device}, python {s.requirements.python}, "
+        f"{', '.join(s.requirements.packages) or 'no packages'}"
+    )
+    m = s.measurement
+    console.print(f"measure    min effect {m.min_effect:.1%}, budget {m.budget_s:g} s")
+    table = Table("workload", "role", "params", "description", header_style="bold")
+    for w in s.workloads:
+        table.add_row(w.name, w.role, json.dumps(w.params), w.description)
+    console.print(table)
+    controls = Table("control", "expect", "reason", header_style="bold")
+    for c in s.controls:
+        controls.add_row(c.name, c.expect, c.reason or "-")
+    console.print(controls)
+
+
+@task_app.command("init")
+def init_cmd(
+    task: Annotated[str, typer.Argument(help="built-in id or path to a task directory")],
+    directory: Annotated[Path, typer.Argument(help="the workspace to create")],
+    force: Annotated[
+        bool, typer.Option("--force", help="write into a non-empty directory")
+    ] = False,
+) -> None:
+    """Write a starter workspace: the baseline's editable files plus TASK.md."""
+    t = resolve_task(task)
+    if directory.exists() and not directory.is_dir():
+        raise OptarenaError(f"{directory} exists and is not a directory")
+    if directory.is_dir() and any(directory.iterdir()) and not force:
+        raise OptarenaError(f"{directory} is not empty; pass --force to write into it")
+    directory.mkdir(parents=True, exist_ok=True)
+    for rel in t.editable_files(t.baseline_dir):
+        (directory / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(t.baseline_dir / rel, directory / rel)
+    shutil.copyfile(t.prompt_path, directory / "TASK.md")
+    console.print(f"wrote {directory}: TASK.md and {', '.join(t.editable_files(t.baseline_dir))}")
+
+
+@task_app.command("qualify")
+def qualify_cmd(
+    task: Annotated[str, typer.Argument(help="built-in id or path to a task directory")],
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Run every control; fail if a correct one is rejected or a wrong one accepted."""
+    t = resolve_task(task)
+    with err_console.status(f"qualifying {t.id}: {len(t.spec.controls)} controls"):
+        report = qualify_task(t)
+    if as_json:
+        console.print_json(report.model_dump_json())
+    else:
+        table = Table("control", "expected", "got", "reasons", "ok", header_style="bold")
+        for row in report.controls:
+            table.add_row(
+                row.name,
+                row.expect + (f" ({row.reason})" if row.reason else ""),
+                verdict_markup(row.verdict),
+                ", ".join(row.reason_codes) or "-",
+                "[green]yes[/]" if row.ok else "[bold red]NO[/]",
+            )
+        console.print(table)
+        status = "[green]qualified[/]" if report.qualified else "[bold red]NOT qualified[/]"
+        console.print(f"{t.id}@{t.spec.version}: {status}")
+        for problem in report.problems:
+            console.print(f"  [red]-[/] {problem}")
+    if not report.qualified:
+        raise typer.Exit(1)

@@ -1,0 +1,31 @@
+"""Typed errors. The CLI turns every `OptarenaError` into one clear line and exit code 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class OptarenaError(Exception):
+    """Bad input from the user: a file, a field or a name that is not what was expected."""
+
+
+class SpecError(OptarenaError):
+    """A malformed or incomplete on-disk spec: names the file, the field and what was expected."""
+
+    def __init__(self, path: Path | str, field: str, expected: str) -> None:
+        self.path = str(path)
+        self.field = field
+        self.expected = expected
+        where = f"{self.path}: field '{field}'" if field else self.path
+        super().__init__(f"{where}: {expected}")
+
+
+class UnknownNameError(OptarenaError):
+    """A name (task, agent, trial) that does not exist; the message lists the known ones."""
+
+    def __init__(self, kind: str, name: str, known: list[str]) -> None:
+        self.kind = kind
+        self.name = name
+        self.known = known
+        listing = ", ".join(sorted(known)) if known else "(none)"
+        super().__init__(f"unknown {kind} '{name}'; known {kind}s: {listing}")

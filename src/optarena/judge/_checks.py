@@ -1,0 +1,131 @@
+"""Correctness checks: small pure functions over one call's output and the oracle's.
+
+Each returns a `Finding` (passed, reason code, detail). The judge runs them in its own process on
+data that crossed the wire, so a candidate cannot influence how they are computed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Finding:
+    name: str
+    passed: bool
+    code: str | None = None
+    detail: str = ""
+
+
+def ok(name: str, detail: str = "") -> Finding:
+    return Finding(name, True, None, detail)
+
+
+def fail(name: str, code: str, detail: str) -> Finding:
+    return Finding(name, False, code, detail)
+
+
+def check_type(output: Any) -> Finding:
+    if isinstance(output, np.ndarray):
+        return ok("output_type", "numpy.ndarray")
+    if isinstance(output, dict) and "__obj__" in output:
+        got = str(output["__obj__"])
+    else:
+        got = type(output).__name__
+    return fail("output_type", "wrong_type", f"expected exactly numpy.ndarray, got {got}")
+
+
+def check_shape(out: np.ndarray, ref: np.ndarray) -> Finding:
+    if out.shape == ref.shape:
+        return ok("shape", str(out.shape))
+    return fail("shape", "wrong_shape", f"expected shape {ref.shape}, got {out.shape}")
+
+
+def check_dtype(out: np.ndarray, expected: np.dtype[Any]) -> Finding:
+    if out.dtype == expected:
+        return ok("dtype", str(out.dtype))
+    return fail("dtype", "wrong_dtype", f"expected dtype {expected}, got {out.dtype}")
+
+
+def check_finite(out: np.ndarray, ref: np.ndarray) -> Finding:
+    """Non-finite values are only allowed where the oracle itself is not finite."""
+    bad = np.isfinite(ref) & ~np.isfinite(out)
+    n = int(np.count_nonzero(bad))
+    if n == 0:
+        return ok("finite")
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    return fail(
+        "finite",
+        "non_finite",
+        f"{n} non-finite values where the reference is finite (first at {first}: {out[first]!r})",
+    )
+
+
+def tolerance_violations(out: np.ndarray, ref: np.ndarray, atol: float, rtol: float) -> np.ndarray:
+    """Boolean mask of elements outside |out - ref| <= atol + rtol * |ref| (NaN counts as out)."""
+    out64 = out.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(out64 - ref)
+        allowed = atol + rtol * np.abs(ref)
+        same_nonfinite = ~np.isfinite(ref) & (out64 == ref)
+        return ~((err <= allowed) | same_nonfinite)
+
+
+def check_tolerance(out: np.ndarray, ref: np.ndarray, atol: float, rtol: float) -> Finding:
+    bad = tolerance_violations(out, ref, atol, rtol)
+    n = int(np.count_nonzero(bad))
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(out.astype(np.float64) - ref)
+    finite_err = err[np.isfinite(err)]
+    max_err = float(finite_err.max()) if finite_err.size else 0.0
+    if n == 0:
+        return ok("tolerance", f"max abs error {max_err:.3g} (atol {atol:g}, rtol {rtol:g})")
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    return fail(
+        "tolerance",
+        "out_of_tolerance",
+        f"{n} of {bad.size} elements outside atol {atol:g} + rtol {rtol:g}*|ref|; "
+        f"max abs error {max_err:.3g}; first at {first}: got {float(out[first])!r}, "
+        f"expected {float(ref[first])!r}",
+    )
+
+
+def check_inputs_unmodified(before: list[np.ndarray], after: list[Any]) -> Finding:
+    """Bitwise comparison (NaN-safe): the candidate must leave the caller's inputs alone."""
+    if len(after) != len(before):
+        return fail(
+            "inputs_unmodified", "input_mutated", "the worker returned a different input set"
+        )
+    for i, (b, a) in enumerate(zip(before, after, strict=True)):
+        if not isinstance(a, np.ndarray) or a.shape != b.shape or a.dtype != b.dtype:
+            return fail("inputs_unmodified", "input_mutated", f"input {i} changed shape or dtype")
+        if a.tobytes() != b.tobytes():
+            diff = np.frombuffer(a.tobytes(), np.uint8) != np.frombuffer(b.tobytes(), np.uint8)
+            changed = int(np.count_nonzero(diff))
+            return fail(
+                "inputs_unmodified",
+                "input_mutated",
+                f"input {i} was modified in place ({changed} bytes changed)",
+            )
+    return ok("inputs_unmodified")
+
+
+def check_no_alias(aliases: bool) -> Finding:
+    if aliases:
+        return fail("no_alias", "output_aliases_input", "the output shares memory with an input")
+    return ok("no_alias")
+
+
+def is_stale(out: np.ndarray, earlier: set[bytes]) -> bool:
+    """An output byte-identical to one from an earlier call: a replay, not a computation."""
+    return digest(out) in earlier
+
+
+def digest(arr: np.ndarray) -> bytes:
+    h = hashlib.sha256(str((arr.shape, arr.dtype.str)).encode())
+    h.update(np.ascontiguousarray(arr).view(np.uint8).data)
+    return h.digest()

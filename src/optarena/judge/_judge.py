@@ -1,0 +1,84 @@
+"""`judge(task, candidate_dir)`: the one entry point that turns delivered files into a verdict."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from optarena import __version__
+from optarena.errors import OptarenaError
+from optarena.identity import judge_sha256, runtime_fingerprint
+from optarena.judge._checks import fail
+from optarena.judge._correctness import Recorder, run_correctness
+from optarena.judge._result import CandidateRef, JudgeRef, JudgeResult, TaskRef
+from optarena.tasks import Task
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def new_seed() -> int:
+    """A fresh secret seed per judgement: inputs cannot be known before the judgement starts."""
+    return secrets.randbits(63)
+
+
+def copy_candidate(task: Task, candidate_dir: Path, dest: Path) -> list[str]:
+    """Copy only the editable files: the candidate is exactly what the scope allows."""
+    files = task.editable_files(candidate_dir)
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel in files:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(candidate_dir / rel, target)
+    return files
+
+
+def judge(task: Task, candidate_dir: Path, *, seed: int | None = None) -> JudgeResult:
+    """Correctness of the candidate's editable files on fresh inputs; reasons for every failure."""
+    candidate_dir = Path(candidate_dir)
+    if not candidate_dir.is_dir():
+        raise OptarenaError(f"candidate directory {candidate_dir} does not exist")
+    seed = new_seed() if seed is None else seed
+    started, t0 = _now(), time.monotonic()
+    deadline = t0 + task.spec.limits.total_timeout_s
+    with tempfile.TemporaryDirectory(prefix="optarena-judge-") as tmp:
+        private = Path(tmp) / "candidate"
+        files = copy_candidate(task, candidate_dir, private)
+        if task.spec.entry.file not in files:
+            rec = Recorder()
+            rec.add(
+                fail(
+                    "load",
+                    "entry_missing",
+                    f"{task.spec.entry.file} is not among the candidate's editable files",
+                ),
+                None,
+            )
+            worker: dict[str, object] = {}
+        else:
+            report = run_correctness(task, private, seed, Path(tmp) / "worker.log", deadline)
+            rec, worker = report.recorder, report.worker
+        cand_sha = task.candidate_sha256(candidate_dir)
+    correctness_s = time.monotonic() - t0
+    return JudgeResult(
+        task=TaskRef(id=task.id, version=task.spec.version, sha256=task.sha256),
+        judge=JudgeRef(version=__version__, sha256=judge_sha256()),
+        candidate=CandidateRef(sha256=cand_sha, files=files, path=str(candidate_dir.resolve())),
+        runtime=runtime_fingerprint(),
+        seed=seed,
+        verdict="accepted" if rec.passed else "rejected",
+        checks=rec.check_list(),
+        reasons=rec.reasons,
+        reason_codes=rec.codes,
+        metrics=None,
+        limits=task.spec.limits.model_dump(),
+        worker=worker,
+        timings_s={"correctness": round(correctness_s, 4)},
+        started_at=started,
+        finished_at=_now(),
+    )

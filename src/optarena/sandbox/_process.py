@@ -1,0 +1,95 @@
+"""Starting untrusted processes in their own session with resource limits, and ending them.
+
+Every process optarena starts for a candidate or an agent gets a new session (so its whole
+process group can be signalled) and, for candidates, rlimits set in the child before exec.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ResourceLimits:
+    """rlimits for a child process; None leaves that limit as inherited."""
+
+    address_space_mb: int | None = None
+    cpu_s: int | None = None
+    file_size_mb: int | None = None
+    open_files: int | None = None
+
+    def as_rlimits(self) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        if self.address_space_mb is not None:
+            out.append((resource.RLIMIT_AS, self.address_space_mb * MiB))
+        if self.cpu_s is not None:
+            out.append((resource.RLIMIT_CPU, self.cpu_s))
+        if self.file_size_mb is not None:
+            out.append((resource.RLIMIT_FSIZE, self.file_size_mb * MiB))
+        if self.open_files is not None:
+            out.append((resource.RLIMIT_NOFILE, self.open_files))
+        return out
+
+
+def _preexec(limits: ResourceLimits) -> Callable[[], None]:
+    rlimits = limits.as_rlimits()
+
+    def apply() -> None:
+        for which, value in rlimits:
+            _soft, hard = resource.getrlimit(which)
+            cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(which, (cap, cap))
+
+    return apply
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    limits: ResourceLimits | None = None,
+    pass_fds: Sequence[int] = (),
+    stdout: IO[Any] | int | None = None,
+    stderr: IO[Any] | int | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start `argv` in a new session, stdin closed, with the given limits."""
+    return subprocess.Popen(
+        list(argv),
+        cwd=str(cwd),
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        pass_fds=tuple(pass_fds),
+        start_new_session=True,
+        preexec_fn=_preexec(limits) if limits else None,
+    )
+
+
+def kill_tree(proc: subprocess.Popen[bytes], grace_s: float = 0.0) -> None:
+    """End the process, its group, and reap it. SIGTERM first when a grace period is given."""
+    pgid = proc.pid  # start_new_session: the child leads its own group
+    if grace_s > 0 and proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)

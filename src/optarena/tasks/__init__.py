@@ -1,0 +1,37 @@
+"""Task packages: the spec model, the loader and the built-in library."""
+
+from optarena.tasks._loader import (
+    BUILTIN_DIR,
+    Task,
+    builtin_task_ids,
+    in_scope,
+    load_task,
+    resolve_task,
+)
+from optarena.tasks._model import (
+    TASK_SCHEMA_VERSION,
+    Control,
+    EntryPoint,
+    Limits,
+    Measurement,
+    TaskSpec,
+    Tolerance,
+    Workload,
+)
+
+__all__ = [
+    "BUILTIN_DIR",
+    "TASK_SCHEMA_VERSION",
+    "Control",
+    "EntryPoint",
+    "Limits",
+    "Measurement",
+    "Task",
+    "TaskSpec",
+    "Tolerance",
+    "Workload",
+    "builtin_task_ids",
+    "in_scope",
+    "load_task",
+    "resolve_task",
+]
