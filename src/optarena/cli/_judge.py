@@ -9,7 +9,7 @@ import typer
 
 from optarena.cli._app import app, console, err_console
 from optarena.cli._render import judge_summary, verdict_markup
-from optarena.judge import judge
+from optarena.judge import JudgeOptions, judge
 from optarena.tasks import resolve_task
 
 
@@ -27,7 +27,7 @@ def judge_cmd(
 
         raise OptarenaError(f"candidate directory '{candidate}' does not exist")
     with err_console.status(f"judging {candidate} on {t.id}"):
-        result = judge(t, candidate, seed=seed)
+        result = judge(t, candidate, JudgeOptions(seed=seed))
     if as_json:
         print(result.model_dump_json(indent=2))
     else:

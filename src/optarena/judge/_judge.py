@@ -6,6 +6,8 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -38,12 +40,25 @@ def copy_candidate(task: Task, candidate_dir: Path, dest: Path) -> list[str]:
     return files
 
 
-def judge(task: Task, candidate_dir: Path, *, seed: int | None = None) -> JudgeResult:
+@dataclass(frozen=True)
+class JudgeOptions:
+    """How one judgement runs; None fields fall back to the task's declared defaults."""
+
+    seed: int | None = None
+    measure: bool = True  # speed phase after correctness (never for a rejected candidate)
+    budget_s: float | None = None  # measurement time budget
+    min_effect: float | None = None  # smallest relative change that earns improved/regressed
+    aa: bool = False  # also run an A/A control (baseline vs itself) and report the noise floor
+    progress: Callable[[str, float], None] | None = None  # (phase message, fraction done)
+
+
+def judge(task: Task, candidate_dir: Path, options: JudgeOptions | None = None) -> JudgeResult:
     """Correctness of the candidate's editable files on fresh inputs; reasons for every failure."""
+    options = options or JudgeOptions()
     candidate_dir = Path(candidate_dir)
     if not candidate_dir.is_dir():
         raise OptarenaError(f"candidate directory {candidate_dir} does not exist")
-    seed = new_seed() if seed is None else seed
+    seed = new_seed() if options.seed is None else options.seed
     started, t0 = _now(), time.monotonic()
     deadline = t0 + task.spec.limits.total_timeout_s
     with tempfile.TemporaryDirectory(prefix="optarena-judge-") as tmp:
