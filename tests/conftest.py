@@ -1,0 +1,41 @@
+"""Shared fixtures: copies of built-in tasks that tests may edit, candidate directories."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from optarena.tasks import BUILTIN_DIR, Task, load_task
+
+
+@pytest.fixture
+def task_copy(tmp_path: Path) -> Callable[..., Task]:
+    """Copy a built-in task into tmp_path, optionally appending TOML (e.g. a [limits] table)."""
+
+    def make(task_id: str = "rmsnorm", extra_toml: str = "") -> Task:
+        root = tmp_path / f"task-{task_id}"
+        shutil.copytree(BUILTIN_DIR / task_id, root, ignore=shutil.ignore_patterns("__pycache__"))
+        if extra_toml:
+            with (root / "task.toml").open("a") as f:
+                f.write("\n" + textwrap.dedent(extra_toml))
+        return load_task(root)
+
+    return make
+
+
+@pytest.fixture
+def candidate(tmp_path: Path) -> Callable[[str], Path]:
+    """A candidate directory holding one `solution.py` with the given source."""
+    counter = iter(range(10_000))
+
+    def make(source: str, filename: str = "solution.py") -> Path:
+        d = tmp_path / f"cand-{next(counter)}"
+        d.mkdir()
+        (d / filename).write_text(textwrap.dedent(source))
+        return d
+
+    return make
