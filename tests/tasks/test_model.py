@@ -131,5 +131,5 @@ def test_not_toml_and_missing_spec(tmp_path: Path) -> None:
         load_task(root)
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(SpecError, match="no task.toml"):
+    with pytest.raises(SpecError, match=r"no task\.toml"):
         load_task(empty)
