@@ -129,3 +129,17 @@ def test_judge_survives_and_stays_usable(fast_task: Task, candidate: Callable[[s
     _judge(fast_task, candidate(CASES["segfault"][0]))
     good = resolve_task("rmsnorm").baseline_dir
     assert _judge(fast_task, good).verdict == "accepted"
+
+
+def test_unmet_requirements_refuse_to_judge(task_copy: Callable[..., Task], tmp_path: Path) -> None:
+    from optarena.errors import OptarenaError
+
+    task = task_copy("softmax")
+    toml = task.root / "task.toml"
+    toml.write_text(
+        toml.read_text().replace('packages = ["numpy>=1.26"]', 'packages = ["numpy>=999"]')
+    )
+    from optarena.tasks import load_task
+
+    with pytest.raises(OptarenaError, match=r"numpy>=999 required"):
+        judge(load_task(task.root), task.baseline_dir, JudgeOptions(measure=False))

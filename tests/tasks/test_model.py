@@ -133,3 +133,32 @@ def test_not_toml_and_missing_spec(tmp_path: Path) -> None:
     empty.mkdir()
     with pytest.raises(SpecError, match=r"no task\.toml"):
         load_task(empty)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        ('packages = ["numpy>=1.26"]', 'packages = ["numpy >= = 1"]', "requirements.packages"),
+        ('python = ">=3.11"', 'python = "three"', "requirements.python"),
+    ],
+)
+def test_requirement_syntax(tmp_path: Path, old: str, new: str, field: str) -> None:
+    root = _spec_dir(tmp_path)
+    _edit(root, old, new)
+    with pytest.raises(SpecError) as exc:
+        load_task(root)
+    assert exc.value.field == field
+
+
+def test_unmet_requirements_are_named() -> None:
+    from optarena.tasks import Requirements
+    from optarena.tasks._requirements import unmet_requirements
+
+    assert unmet_requirements(Requirements(packages=["numpy>=1.0"])) == []
+    problems = unmet_requirements(
+        Requirements(python=">=99", packages=["numpy>=999", "no-such-pkg-xyz"])
+    )
+    assert len(problems) == 3
+    assert "python >=99 required" in problems[0]
+    assert "numpy>=999 required" in problems[1]
+    assert "no-such-pkg-xyz" in problems[2] and "not installed" in problems[2]

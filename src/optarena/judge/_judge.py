@@ -17,7 +17,7 @@ from optarena.identity import judge_sha256, runtime_fingerprint
 from optarena.judge._checks import fail
 from optarena.judge._correctness import Recorder, run_correctness
 from optarena.judge._result import CandidateRef, JudgeRef, JudgeResult, TaskRef
-from optarena.tasks import Task
+from optarena.tasks import Task, unmet_requirements
 
 
 def _now() -> str:
@@ -58,6 +58,9 @@ def judge(task: Task, candidate_dir: Path, options: JudgeOptions | None = None) 
     candidate_dir = Path(candidate_dir)
     if not candidate_dir.is_dir():
         raise OptarenaError(f"candidate directory {candidate_dir} does not exist")
+    unmet = unmet_requirements(task.spec.requirements)
+    if unmet:
+        raise OptarenaError(f"task {task.id} cannot be judged on this machine: {'; '.join(unmet)}")
     seed = new_seed() if options.seed is None else options.seed
     started, t0 = _now(), time.monotonic()
     deadline = t0 + task.spec.limits.total_timeout_s

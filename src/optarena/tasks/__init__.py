@@ -14,10 +14,12 @@ from optarena.tasks._model import (
     EntryPoint,
     Limits,
     Measurement,
+    Requirements,
     TaskSpec,
     Tolerance,
     Workload,
 )
+from optarena.tasks._requirements import unmet_requirements
 
 __all__ = [
     "BUILTIN_DIR",
@@ -26,6 +28,7 @@ __all__ = [
     "EntryPoint",
     "Limits",
     "Measurement",
+    "Requirements",
     "Task",
     "TaskSpec",
     "Tolerance",
@@ -34,4 +37,5 @@ __all__ = [
     "in_scope",
     "load_task",
     "resolve_task",
+    "unmet_requirements",
 ]

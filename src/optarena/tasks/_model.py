@@ -109,6 +109,23 @@ class Requirements(_Strict):
     python: str = Field(default=">=3.11", description="Python version specifier")
     packages: list[str] = Field(default_factory=list, description="e.g. 'numpy>=1.26'")
 
+    @field_validator("python")
+    @classmethod
+    def _python(cls, v: str) -> str:
+        from optarena.tasks._requirements import parse_specifier
+
+        parse_specifier(v)
+        return v
+
+    @field_validator("packages")
+    @classmethod
+    def _packages(cls, v: list[str]) -> list[str]:
+        from optarena.tasks._requirements import parse_requirement
+
+        for text in v:
+            parse_requirement(text)
+        return v
+
 
 class Control(_Strict):
     """A candidate shipped with the task whose verdict is known in advance."""
