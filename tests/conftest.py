@@ -12,6 +12,14 @@ import pytest
 from optarena.tasks import BUILTIN_DIR, Task, load_task
 
 
+@pytest.fixture(autouse=True)
+def _private_ledger(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No test writes to the user's ledger: OPTARENA_LEDGER points into a temporary directory."""
+    monkeypatch.setenv("OPTARENA_LEDGER", str(tmp_path_factory.mktemp("ledger")))
+
+
 @pytest.fixture
 def task_copy(tmp_path: Path) -> Callable[..., Task]:
     """Copy a built-in task into tmp_path, optionally appending TOML (e.g. a [limits] table)."""

@@ -29,3 +29,18 @@ class UnknownNameError(OptarenaError):
         self.known = known
         listing = ", ".join(sorted(known)) if known else "(none)"
         super().__init__(f"unknown {kind} '{name}'; known {kind}s: {listing}")
+
+
+class AgentNotInstalledError(OptarenaError):
+    """An agent's executable is not on PATH; the message says how to install it."""
+
+    def __init__(self, agent: str, binary: str, install_hint: str | None) -> None:
+        self.agent = agent
+        self.binary = binary
+        self.install_hint = install_hint
+        hint = f"; install it with: {install_hint}" if install_hint else ""
+        super().__init__(f"agent '{agent}' needs '{binary}', which is not on PATH{hint}")
+
+
+class LedgerError(OptarenaError):
+    """The ledger cannot be opened or used as asked (schema too new, unknown trial, ...)."""

@@ -6,11 +6,19 @@ field None, and reports and sums treat None as unknown.
 
 from __future__ import annotations
 
+import shutil
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from optarena.errors import AgentNotInstalledError, OptarenaError
+
+if TYPE_CHECKING:
+    from optarena.ledger import Ledger
 
 AgentStatus = Literal["completed", "failed", "timeout", "budget_exceeded", "crashed"]
 
@@ -64,11 +72,64 @@ class AgentOutcome(BaseModel):
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
+@dataclass
+class RunContext:
+    """What the trial lifecycle tells a runner before `run`: which trial this is, where it
+    records, and extra environment for the agent's processes.
+
+    `env` is how a trial hook (e.g. a metering proxy started before the agent) reaches the
+    agent: runners add it to the environment of every process they start. `ledger` lets a
+    runner record per-call data (e.g. rows of an `api_calls` table) against `trial_id`.
+    """
+
+    trial_id: str
+    task_id: str
+    workspace: Path
+    logs_dir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    ledger: Ledger | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
 class AgentRunner(ABC):
     """Runs one agent once in a prepared workspace. Constructed with its own frozen options."""
 
     name: ClassVar[str]
     is_agent: ClassVar[bool] = True  # False only for replay, which is not an agent
+    binary: ClassVar[str | None] = None  # the executable the runner needs on PATH, if any
+    install_hint: ClassVar[str | None] = None  # how to install `binary`, shown when missing
+
+    context: RunContext | None = None
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, str]) -> AgentRunner:
+        """Build from `--agent-arg key=value` pairs; runners with typed options override."""
+        try:
+            return cls(**dict(args))
+        except TypeError as e:
+            raise OptarenaError(f"agent '{cls.name}': bad --agent-arg ({e})") from None
+
+    @property
+    def label(self) -> str:
+        """How records name this runner; a replay says it is not an agent."""
+        return self.name if self.is_agent else f"{self.name} (not an agent)"
+
+    def check_available(self) -> None:
+        """Raise AgentNotInstalledError when the runner's executable is missing."""
+        if self.binary and shutil.which(self.binary) is None:
+            raise AgentNotInstalledError(self.name, self.binary, self.install_hint)
+
+    def model(self) -> str | None:
+        """The model the agent is told to use, or None when it is the agent's default."""
+        return None
+
+    def flags(self) -> dict[str, Any]:
+        """The options this runner was built with, as recorded in the ledger."""
+        return {}
+
+    def prepare(self, context: RunContext) -> None:
+        """Called once before `run` with the trial's context; keep it for `run`."""
+        self.context = context
 
     @abstractmethod
     def version(self) -> str | None:

@@ -1,0 +1,176 @@
+"""`command`: any command-line agent, started from a template.
+
+    optarena run --task rmsnorm --command 'my-agent --prompt-file {prompt_file} --cwd {workspace}'
+
+Placeholders (Python format syntax; write `{{` and `}}` for literal braces): `{prompt_file}`
+(the prompt, as a file), `{workspace}`, `{logs_dir}` (files written there are kept as the
+trial's logs), `{usage_file}`, `{timeout_s}`, `{trial_id}`. The template is split like a shell
+command line first, so a placeholder's value stays one argument even with spaces in it; it is
+not run through a shell (use `sh -c '...'` for that).
+
+Usage is unknown unless the command writes a JSON object with `Usage` fields (input_tokens,
+output_tokens, cost_usd, calls, ...) to `{usage_file}` (default `{logs_dir}/usage.json`,
+or `--agent-arg usage_file=PATH`, relative to `{logs_dir}`; keep it out of the workspace,
+where it would be a change outside the editable scope).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from optarena.agents._base import AgentLimits, AgentOutcome, AgentRunner, Usage
+from optarena.agents._process import run_logged, status_of
+from optarena.errors import AgentNotInstalledError, OptarenaError
+
+PLACEHOLDERS = ("prompt_file", "workspace", "logs_dir", "usage_file", "timeout_s", "trial_id")
+
+
+def usage_from_json(data: object) -> tuple[Usage, list[str]]:
+    """A Usage from a command's usage file content, and notes on what was ignored.
+
+    Unknown keys are dropped (and noted), so one misspelt key does not lose the rest; a value
+    of the wrong type loses the whole file, because then no figure in it can be trusted.
+    """
+    if not isinstance(data, dict):
+        return Usage(), ["usage file ignored: not a JSON object"]
+    known = set(Usage.model_fields) - {"source"}
+    notes = [f"usage file: unknown key '{k}' ignored" for k in sorted(set(data) - known)]
+    try:
+        usage = Usage.model_validate(
+            {**{k: v for k, v in data.items() if k in known}, "source": "usage-file"}
+        )
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return Usage(), [*notes, f"usage file ignored: field '{where}': {first['msg']}"]
+    return usage, notes
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def read_usage_file(path: Path, before: tuple[int, int] | None = None) -> tuple[Usage, list[str]]:
+    """The usage the command wrote; a file left unchanged since before the run is stale."""
+    if not path.is_file():
+        return Usage(), []
+    if before is not None and _stamp(path) == before:
+        return Usage(), [f"usage file {path} ignored: not written during this run"]
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return Usage(), [f"usage file {path} ignored: {e}"]
+    return usage_from_json(data)
+
+
+def render_template(template: str, values: dict[str, str]) -> list[str]:
+    """Split like a shell, then fill placeholders per argument."""
+    try:
+        tokens = shlex.split(template)
+    except ValueError as e:
+        raise OptarenaError(f"--command '{template}': {e}") from None
+    if not tokens:
+        raise OptarenaError("--command is empty")
+    try:
+        return [t.format(**values) for t in tokens]
+    except (KeyError, IndexError, ValueError) as e:
+        raise OptarenaError(
+            f"--command '{template}': bad placeholder ({e}); known: "
+            + ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+            + " (write {{ and }} for literal braces)"
+        ) from None
+
+
+class CommandRunner(AgentRunner):
+    """Runs a command-line template in the workspace; see the module docstring."""
+
+    name = "command"
+
+    def __init__(
+        self,
+        command: str,
+        usage_file: str | None = None,
+        version: str | None = None,
+        model: str | None = None,
+        grace_s: float | str = 1.0,
+    ) -> None:
+        self.command = command
+        self.usage_file = usage_file
+        self._version = version
+        self._model = model
+        self.grace_s = float(grace_s)
+        placeholders = {p: "x" for p in PLACEHOLDERS}
+        self._argv0 = render_template(command, placeholders)[0]  # validates the template
+
+    def version(self) -> str | None:
+        return self._version  # a command's version is unknown unless the user states it
+
+    def model(self) -> str | None:
+        return self._model
+
+    def flags(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"command": self.command}
+        if self.usage_file:
+            out["usage_file"] = self.usage_file
+        return out
+
+    def check_available(self) -> None:
+        exe = self._argv0
+        found = os.access(exe, os.X_OK) if "/" in exe else shutil.which(exe) is not None
+        if not found:
+            raise AgentNotInstalledError(
+                self.name, exe, "put it on PATH or give its full path in --command"
+            )
+
+    def run(
+        self, workspace: Path, prompt: str, limits: AgentLimits, logs_dir: Path
+    ) -> AgentOutcome:
+        logs_dir.mkdir(parents=True, exist_ok=True)
+        prompt_file = logs_dir / "prompt.md"
+        prompt_file.write_text(prompt, encoding="utf-8")
+        values = {
+            "prompt_file": str(prompt_file),
+            "workspace": str(workspace),
+            "logs_dir": str(logs_dir),
+            "timeout_s": f"{limits.wall_s:g}",
+            "trial_id": self.context.trial_id if self.context else "",
+        }
+        usage_path = logs_dir / Path(self.usage_file or "usage.json").expanduser()
+        values["usage_file"] = str(usage_path)
+        usage_before = _stamp(usage_path)
+        argv = render_template(self.command, values)
+        env = {**os.environ, **(self.context.env if self.context else {})}
+        env.update({f"OPTARENA_{k.upper()}": v for k, v in values.items()})
+        logs = {"stdout": logs_dir / "stdout.log", "stderr": logs_dir / "stderr.log"}
+        result = run_logged(
+            argv,
+            cwd=workspace,
+            env=env,
+            wall_s=limits.wall_s,
+            stdout_path=logs["stdout"],
+            stderr_path=logs["stderr"],
+            grace_s=self.grace_s,
+        )
+        status, detail = status_of(result)
+        usage, notes = read_usage_file(usage_path, usage_before)
+        return AgentOutcome(
+            status=status,
+            exit_code=result.exit_code,
+            logs={**{k: str(v) for k, v in logs.items()}, "prompt": str(prompt_file)},
+            usage=usage,
+            wall_s=result.wall_s,
+            cpu_s=result.cpu_s,
+            detail="; ".join([detail, *notes]),
+            extra={"argv": argv},
+        )

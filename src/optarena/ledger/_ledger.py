@@ -1,0 +1,296 @@
+"""`Ledger`: the SQLite database and artifact store behind every trial.
+
+Every write is one transaction (`BEGIN IMMEDIATE ... COMMIT`); WAL mode lets readers run while
+a trial writes, and a busy timeout lets several optarena processes share one ledger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+
+from optarena.errors import LedgerError
+from optarena.ledger._models import Judgement, TrialRecord
+from optarena.ledger._paths import ARTIFACTS_DIR, DB_NAME, WORK_DIR, resolve_home
+from optarena.ledger._schema import current_version, migrate
+from optarena.ledger._store import ArtifactStore
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (Linux); tells a reused pid apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[19])  # field 22 of stat(5); fields[0] is field 3
+
+
+def _process_alive(pid: int, start: int | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else
+    return start is None or process_start_ticks(pid) in (None, start)
+
+
+def _trial_columns(r: TrialRecord) -> dict[str, object]:
+    """The indexed columns, all derived from the record (the record is the source of truth)."""
+    return {
+        "id": r.id,
+        "state": r.state,
+        "created_at": r.created_at,
+        "finished_at": r.finished_at,
+        "task_id": r.task.id,
+        "task_version": r.task.version,
+        "task_sha256": r.task.sha256,
+        "agent_name": r.agent.name,
+        "agent_label": r.agent.label,
+        "is_agent": int(r.agent.is_agent),
+        "agent_version": r.agent.version,
+        "agent_model": r.agent.model,
+        "labels": json.dumps(r.labels, sort_keys=True),
+        "judge_sha256": r.judge_sha256,
+        "runtime_sha256": str(r.runtime.get("sha256", "")),
+        "agent_status": r.agent_status,
+        "verdict": r.verdict,
+        "reason_codes": json.dumps(r.reason_codes),
+        "candidate_sha256": r.candidate_sha256,
+        "agent_wall_s": r.agent_wall_s,
+        "agent_cpu_s": r.agent_cpu_s,
+        "cost_usd": r.usage.cost_usd,
+        "input_tokens": r.usage.input_tokens,
+        "output_tokens": r.usage.output_tokens,
+        "record": r.model_dump_json(),
+    }
+
+
+class Ledger:
+    """One ledger directory: `ledger.db`, `artifacts/`, `work/` (see `optarena.ledger`)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = Path(home)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.db_path = self.home / DB_NAME
+        self.store = ArtifactStore(self.home / ARTIFACTS_DIR)
+        self._conn = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        try:
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(self._conn, str(self.db_path))
+        except sqlite3.DatabaseError as e:
+            self._conn.close()
+            raise LedgerError(f"{self.db_path}: not a usable ledger database ({e})") from None
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @classmethod
+    def open(cls, home: Path | str | None = None) -> Ledger:
+        """The ledger at `home` (else $OPTARENA_LEDGER, else the default), stale rows fixed."""
+        ledger = cls(resolve_home(home))
+        ledger.reconcile()
+        return ledger
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        return current_version(self._conn)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; all or nothing. Extensions use it for their own tables."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def work_dir(self, trial_id: str) -> Path:
+        """Scratch for one trial (workspace, logs, snapshots), kept after it ends."""
+        return self.home / WORK_DIR / trial_id
+
+    # --- trials -------------------------------------------------------------------------
+
+    def begin_trial(self, record: TrialRecord) -> None:
+        """Insert the trial's row as `running` before anything of the trial happens."""
+        if record.state != "running":
+            raise LedgerError(f"trial {record.id}: a new trial row must be 'running'")
+        cols = _trial_columns(record)
+        names = ", ".join(cols)
+        marks = ", ".join(f":{k}" for k in cols)
+        try:
+            with self.transaction() as c:
+                c.execute(f"INSERT INTO trials ({names}) VALUES ({marks})", cols)
+        except sqlite3.IntegrityError as e:
+            raise LedgerError(f"trial {record.id} cannot be recorded: {e}") from None
+
+    def finish_trial(self, record: TrialRecord, judgement: Judgement | None = None) -> None:
+        """Complete (or interrupt) a running row, with its judgement and artifact references,
+        in one transaction: the row is either still `running` or entirely finished."""
+        if record.state == "running":
+            raise LedgerError(f"trial {record.id}: finish with 'complete' or 'interrupted'")
+        cols = _trial_columns(record)
+        sets = ", ".join(f"{k} = :{k}" for k in cols if k != "id")
+        with self.transaction() as c:
+            cur = c.execute(f"UPDATE trials SET {sets} WHERE id = :id AND state = 'running'", cols)
+            if cur.rowcount != 1:
+                raise LedgerError(f"trial {record.id} is not a running trial of this ledger")
+            for name, sha in sorted(record.artifacts.items()):
+                size = self.store.path(sha).stat().st_size if self.store.has(sha) else 0
+                c.execute(
+                    "INSERT INTO trial_artifacts (trial_id, name, sha256, size) "
+                    "VALUES (?, ?, ?, ?)",
+                    (record.id, name, sha, size),
+                )
+            if judgement is not None:
+                self._insert_judgement(c, judgement)
+
+    def mark_interrupted(self, trial_id: str, error: str) -> bool:
+        """Mark a running trial interrupted (start record kept, plus the error). False when it
+        was not running (already finished: nothing is changed)."""
+        row = self._conn.execute(
+            "SELECT record FROM trials WHERE id = ? AND state = 'running'", (trial_id,)
+        ).fetchone()
+        if row is None:
+            return False
+        record = TrialRecord.model_validate_json(row["record"])
+        record = record.model_copy(
+            update={"state": "interrupted", "finished_at": utc_now(), "error": error}
+        )
+        try:
+            self.finish_trial(record)
+        except LedgerError:
+            return False  # finished concurrently
+        return True
+
+    def reconcile(self) -> list[str]:
+        """Mark `running` rows of this host whose optarena process is gone as interrupted
+        (a crash or kill -9 left them); returns their ids."""
+        host = socket.gethostname()
+        fixed = []
+        rows = self._conn.execute("SELECT record FROM trials WHERE state = 'running'").fetchall()
+        for row in rows:
+            r = TrialRecord.model_validate_json(row["record"])
+            if r.host == host and not _process_alive(r.pid, r.pid_start):
+                msg = f"the optarena process {r.pid} ended without finishing the trial"
+                if self.mark_interrupted(r.id, msg):
+                    fixed.append(r.id)
+        return fixed
+
+    def resolve_id(self, ref: str) -> str:
+        """A full trial id from an id or a unique prefix of one."""
+        rows = self._conn.execute(
+            "SELECT id FROM trials WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 11",
+            (ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",),
+        ).fetchall()
+        ids = [r["id"] for r in rows]
+        if ref in ids:
+            return ref
+        if not ids:
+            raise LedgerError(f"no trial '{ref}' in {self.db_path}; see `optarena trials`")
+        if len(ids) > 1:
+            raise LedgerError(f"trial id '{ref}' is ambiguous: {', '.join(ids[:10])}, ...")
+        return str(ids[0])
+
+    def get(self, ref: str) -> TrialRecord:
+        trial_id = self.resolve_id(ref)
+        row = self._conn.execute("SELECT record FROM trials WHERE id = ?", (trial_id,)).fetchone()
+        return TrialRecord.model_validate_json(row["record"])
+
+    def trials(
+        self,
+        *,
+        task: str | None = None,
+        agent: str | None = None,
+        status: str | None = None,
+        verdict: str | None = None,
+        limit: int | None = 50,
+    ) -> list[TrialRecord]:
+        """Newest first. `status` matches the agent's status or the trial's state."""
+        where, args = [], []
+        for col, val in (("task_id", task), ("agent_name", agent), ("verdict", verdict)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                args.append(val)
+        if status is not None:
+            where.append("(agent_status = ? OR state = ?)")
+            args += [status, status]
+        sql = "SELECT record FROM trials"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, id DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        rows = self._conn.execute(sql, args).fetchall()
+        return [TrialRecord.model_validate_json(r["record"]) for r in rows]
+
+    # --- judgements ---------------------------------------------------------------------
+
+    def add_judgement(self, judgement: Judgement) -> int:
+        """Record another judgement of a finished trial (a rejudge); earlier ones are kept."""
+        with self.transaction() as c:
+            state = c.execute(
+                "SELECT state FROM trials WHERE id = ?", (judgement.trial_id,)
+            ).fetchone()
+            if state is None:
+                raise LedgerError(f"no trial '{judgement.trial_id}' in {self.db_path}")
+            return self._insert_judgement(c, judgement)
+
+    def judgements(self, trial_id: str) -> list[Judgement]:
+        rows = self._conn.execute(
+            "SELECT id, record FROM judgements WHERE trial_id = ? ORDER BY id", (trial_id,)
+        ).fetchall()
+        return [
+            Judgement.model_validate_json(r["record"]).model_copy(update={"id": r["id"]})
+            for r in rows
+        ]
+
+    @staticmethod
+    def _insert_judgement(c: sqlite3.Connection, j: Judgement) -> int:
+        cur = c.execute(
+            "INSERT INTO judgements (trial_id, kind, created_at, verdict, reason_codes, "
+            "judge_sha256, runtime_sha256, task_sha256, candidate_sha256, judge_json, record) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                j.trial_id,
+                j.kind,
+                j.created_at,
+                j.verdict,
+                json.dumps(j.reason_codes),
+                j.judge_sha256,
+                j.runtime_sha256,
+                j.task_sha256,
+                j.candidate_sha256,
+                j.judge_json,
+                j.model_dump_json(),
+            ),
+        )
+        return int(cur.lastrowid or 0)
