@@ -94,6 +94,41 @@ def check_tolerance(out: np.ndarray, ref: np.ndarray, atol: float, rtol: float) 
     )
 
 
+def downcast_width(out: np.ndarray) -> str | None:
+    """The narrower float format every finite value of `out` fits exactly, if any.
+
+    A float32 result computed in float16 (or bfloat16) and cast back has only values of the
+    narrow format; an honest float32 computation essentially never does (over more than a
+    handful of elements). Called only when a tolerance check already failed.
+    """
+    if out.dtype not in (np.float32, np.float64) or out.size < 16:
+        return None
+    vals = out[np.isfinite(out)]
+    if vals.size < 16 or np.unique(vals).size < 32:
+        return None  # few distinct values (0.25 everywhere, 0 and 1) fit any format honestly
+    with np.errstate(over="ignore"):
+        if np.array_equal(vals.astype(np.float16).astype(out.dtype), vals):
+            return "float16"
+    as32 = vals.astype(np.float32)
+    if np.array_equal(as32.astype(out.dtype), vals) and not np.any(as32.view(np.uint32) & 0xFFFF):
+        return "bfloat16"
+    if out.dtype == np.float64 and np.array_equal(as32.astype(np.float64), vals):
+        return "float32"
+    return None
+
+
+def check_precision(out: np.ndarray) -> Finding:
+    width = downcast_width(out)
+    if width is None:
+        return ok("precision")
+    return fail(
+        "precision",
+        "precision_downcast",
+        f"every value is exactly a {width} value: computed at {width} precision and cast up to "
+        f"{out.dtype}, which loses more than the tolerance allows",
+    )
+
+
 def check_inputs_unmodified(before: list[np.ndarray], after: list[Any]) -> Finding:
     """Bitwise comparison (NaN-safe): the candidate must leave the caller's inputs alone."""
     if len(after) != len(before):

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import select
+import signal
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from optarena.judge import _wire as wire
-from optarena.sandbox import ResourceLimits, kill_tree, spawn
+from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy
 from optarena.tasks import Limits
 
 WORKER_SCRIPT = Path(__file__).resolve().with_name("_worker.py")
@@ -22,6 +27,9 @@ WORKER_THREAD_ENV = {
     "MKL_NUM_THREADS": "1",
     "NUMEXPR_NUM_THREADS": "1",
     "MALLOC_ARENA_MAX": "1",
+    # Arrays up to 32 MiB come from the heap and freed memory is kept, not returned: a timed
+    # call then reuses warm pages instead of faulting in fresh ones (on a VM first-touch faults
+    # made calls several times slower and swamped the measurement).
     "MALLOC_MMAP_THRESHOLD_": "65536",
     "MALLOC_TRIM_THRESHOLD_": "131072",
 }
@@ -29,7 +37,8 @@ _PASSTHROUGH = ("PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "SYSTEMROOT")
 
 
 class WorkerError(Exception):
-    """The worker could not answer: `code` is `timeout` or `worker_crashed`."""
+    """The worker could not answer: `code` is `timeout`, `protocol_violation`, or how it ended
+    (`aborted`, `cpu_limit`, `worker_crashed`; see `exit_reason`)."""
 
     def __init__(self, code: str, detail: str) -> None:
         self.code = code
@@ -59,28 +68,59 @@ def resource_limits(limits: Limits) -> ResourceLimits:
         cpu_s=limits.cpu_s,
         file_size_mb=limits.file_size_mb,
         open_files=limits.open_files,
+        processes=limits.processes,
     )
+
+
+def exit_reason(returncode: int | None) -> str:
+    """The reason code for a worker that stopped answering, from how it ended."""
+    if returncode is None or returncode >= 0:
+        return "worker_crashed"  # closed the pipe, or os._exit(): gone without a SystemExit
+    if returncode == -signal.SIGABRT:
+        return "aborted"
+    if returncode == -signal.SIGXCPU:
+        return "cpu_limit"
+    return "worker_crashed"
 
 
 class WorkerClient:
     """One fresh interpreter running `_worker.py` in `workdir`, spoken to over two pipes."""
 
-    def __init__(self, workdir: Path, limits: Limits, log_path: Path) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        limits: Limits,
+        log_path: Path,
+        *,
+        policy: SandboxPolicy | None = None,
+        protect: Sequence[Path] = (),
+    ) -> None:
+        """`protect`: paths the candidate must not read (the task package), hidden where the
+        machine allows and watched by the worker's guard."""
         self.workdir = workdir
         self.limits = limits
         self.log_path = log_path
+        self.policy = policy or SandboxPolicy()
+        self.protect = [Path(p) for p in protect]
+        self.sandbox = Sandbox(
+            workdir,
+            resource_limits(limits),
+            self.policy,
+            hide=self.protect,
+            needed=[WORKER_SCRIPT.parent],
+            scratch_mb=max(16, limits.file_size_mb),
+        )
         self._to_worker = self._from_worker = -1
+        self._ids = itertools.count(1)
         self.proc: Any = None
 
     def start(self) -> None:
         judge_r, worker_w = os.pipe()
         worker_r, judge_w = os.pipe()
         with open(self.log_path, "ab") as log:
-            self.proc = spawn(
+            self.proc = self.sandbox.spawn(
                 [sys.executable, "-I", str(WORKER_SCRIPT), str(worker_r), str(worker_w)],
-                cwd=self.workdir,
                 env=worker_env(self.workdir),
-                limits=resource_limits(self.limits),
                 pass_fds=(worker_r, worker_w),
                 stdout=log,
                 stderr=log,
@@ -89,24 +129,54 @@ class WorkerClient:
         os.close(worker_w)
         self._to_worker, self._from_worker = judge_w, judge_r
 
+    def guard_config(self) -> dict[str, Any]:
+        """What the worker's guard protects: the task package and the judge's /proc entry."""
+        protected = [[str(p), "oracle_access"] for p in self.protect]
+        protected.append([f"/proc/{os.getpid()}", "judge_memory_access"])
+        return {"protected": protected}
+
+    def _await_reply(self, deadline: float) -> None:
+        """Wait until the reply starts arriving; if the worker has died, do not wait for an EOF
+        that a grandchild holding the pipe open would never send."""
+        while (left := deadline - time.monotonic()) > 0:
+            if select.select([self._from_worker], [], [], min(left, 0.05))[0]:
+                return
+            if self.proc is not None and self.proc.poll() is not None:
+                if not select.select([self._from_worker], [], [], 0.05)[0]:
+                    raise wire.WireClosed("the worker exited")
+                return
+
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if msg.get("op") == "load" and self.policy.guard and "guard" not in msg:
+            msg = {**msg, "guard": self.guard_config()}
+        msg = {**msg, "id": next(self._ids)}
         try:
             wire.send(self._to_worker, msg)
-            reply = wire.recv(self._from_worker, timeout=timeout)
+            deadline = time.monotonic() + timeout
+            self._await_reply(deadline)
+            reply = wire.recv(self._from_worker, timeout=max(deadline - time.monotonic(), 1e-3))
         except wire.WireTimeout:
             self.close(graceful=False)
             raise WorkerError("timeout", f"no answer within {timeout:.1f} s") from None
         except (wire.WireClosed, BrokenPipeError):
-            raise WorkerError("worker_crashed", self._crash_detail()) from None
+            code, detail = self._crash_detail()
+            raise WorkerError(code, detail) from None
         except wire.WireError as e:
             self.close(graceful=False)
             raise WorkerError("protocol_violation", str(e)) from None
         if not isinstance(reply, dict):
             self.close(graceful=False)
             raise WorkerError("protocol_violation", "reply is not an object")
+        if reply.get("id") != msg["id"]:
+            self.close(graceful=False)
+            raise WorkerError(
+                "protocol_violation",
+                f"reply for request {reply.get('id')!r} while waiting for {msg['id']} (a frame "
+                "not written by the worker loop, e.g. forged by the candidate)",
+            )
         return reply
 
-    def _crash_detail(self) -> str:
+    def _crash_detail(self) -> tuple[str, str]:
         code = None
         if self.proc is not None:
             try:
@@ -114,7 +184,18 @@ class WorkerClient:
             except Exception:  # still running: it closed the pipe without exiting
                 code = None
             self.close(graceful=False)
-        return f"worker exited with status {code}; log tail: {self.log_tail()!r}"
+        return exit_reason(code), f"worker exited with status {code}; log tail: {self.log_tail()!r}"
+
+    def strays(self) -> set[int]:
+        """Processes the candidate started that are still running now."""
+        return self.sandbox.strays()
+
+    def kill_strays(self) -> int:
+        return self.sandbox.kill_strays()
+
+    def sandbox_report(self) -> dict[str, Any]:
+        """The isolation this worker ran under (part of the verdict)."""
+        return self.sandbox.report()
 
     def log_tail(self, n: int = 800) -> str:
         try:
@@ -131,8 +212,7 @@ class WorkerClient:
                 self.proc.wait(timeout=1)
             except Exception:  # a stuck or dead worker is killed below either way
                 pass
-        if self.proc is not None:
-            kill_tree(self.proc)
+        self.sandbox.close()  # the worker and all it started, detached daemons included
         for fd in (self._to_worker, self._from_worker):
             if fd >= 0:
                 with contextlib.suppress(OSError):

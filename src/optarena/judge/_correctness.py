@@ -16,6 +16,7 @@ from optarena.judge._checks import (
     check_finite,
     check_inputs_unmodified,
     check_no_alias,
+    check_precision,
     check_shape,
     check_tolerance,
     check_type,
@@ -27,6 +28,7 @@ from optarena.judge._checks import (
 )
 from optarena.judge._client import WorkerClient, WorkerError
 from optarena.judge._result import Check
+from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task, Tolerance, Workload
 
 
@@ -72,8 +74,12 @@ def evaluate_call(
                     f"not computed); {tolerance.detail}",
                 )
             findings.append(tolerance)
+            if not tolerance.passed:
+                findings.append(check_precision(out))
     findings.append(check_inputs_unmodified(inputs, list(reply.get("inputs_after") or [])))
     findings.append(check_no_alias(bool(reply.get("aliases"))))
+    if reply.get("lazy"):
+        findings.append(fail("lazy", "lazy_output", f"the output is {reply['lazy']}"))
     return findings
 
 
@@ -137,65 +143,167 @@ class Recorder:
 class CorrectnessReport:
     recorder: Recorder
     worker: dict[str, Any]
+    sandbox: dict[str, Any] = field(default_factory=dict)
+
+
+def guard_findings(reply: dict[str, Any]) -> list[Finding]:
+    """What the worker's guard saw (protected reads, writes outside, network, patching, late
+    output changes). A candidate can suppress these, never turn them into a pass."""
+    found = []
+    for v in reply.get("violations") or []:
+        if isinstance(v, dict) and v.get("code"):
+            found.append(fail("guard", str(v["code"]), str(v.get("detail", ""))))
+    return found
+
+
+def stray_findings(worker: WorkerClient) -> list[Finding]:
+    """Processes the candidate started that outlived the call are killed, and a finding."""
+    strays = worker.strays()
+    if not strays:
+        return []
+    worker.kill_strays()
+    return [
+        fail(
+            "processes",
+            "process_outlived_call",
+            f"{len(strays)} process(es) it started were still running after the call returned",
+        )
+    ]
+
+
+FAILED_VALUE_CHECKS = ("tolerance", "finite")
+
+
+def _values_failed(findings: list[Finding]) -> bool:
+    return any(f.name in FAILED_VALUE_CHECKS and not f.passed for f in findings)
+
+
+@dataclass
+class _Session:
+    """One correctness phase against one worker; `run` never raises for the candidate."""
+
+    task: Task
+    worker: WorkerClient
+    seed: int
+    deadline: float
+    rec: Recorder = field(default_factory=Recorder)
+    earlier: set[bytes] = field(default_factory=set)
+    first_pass: tuple[int, int] | None = None
+    replayed: bool = False
+
+    def _call(self, wi: int, ci: int) -> tuple[dict[str, Any], list[Finding]] | None:
+        """One call on fresh inputs; the oracle runs only after the candidate has answered,
+        so the expected output never exists while candidate code runs."""
+        workload = self.task.spec.workloads[wi]
+        args, kwargs = self.task.generator(workload, derive_seed(self.seed, wi, ci))
+        inputs = array_inputs(args, kwargs)
+        left = self.deadline - time.monotonic()
+        timeout = min(self.task.spec.limits.call_timeout_s, left)
+        try:
+            reply = self.worker.request({"op": "call", "args": args, "kwargs": kwargs}, timeout)
+        except WorkerError as e:
+            self.rec.add(fail("call", e.code, e.detail), workload.name, ci)
+            return None
+        findings = guard_findings(reply) + stray_findings(self.worker)
+        if not reply.get("ok"):
+            findings.append(fail("call", str(reply.get("code")), str(reply.get("error"))))
+            return reply, findings
+        ref = np.asarray(self.task.oracle(*args, **kwargs), dtype=np.float64)
+        dtype = expected_dtype(workload, inputs)
+        tol = self.task.spec.tolerance
+        checks = evaluate_call(reply, ref, inputs, dtype, tol, self.earlier)
+        findings = [ok("call"), *checks, *findings]
+        remember_if_replayable(reply.get("output"), ref, tol, self.earlier)
+        return reply, findings
+
+    def _replay_first_pass(self, wi: int, ci: int) -> None:
+        """After a wrong value: the inputs of the first correct call, again. Wrong now means the
+        result depends on how many calls came before (warm-up detection), not on the input."""
+        if self.first_pass is None or self.replayed:
+            return
+        self.replayed = True
+        pw, pc = self.first_pass
+        earlier, self.earlier = self.earlier, set()  # a replay is not a replay of itself
+        result = self._call(pw, pc)
+        self.earlier = earlier
+        if result is not None and _values_failed(result[1]):
+            name = self.task.spec.workloads[pw].name
+            detail = (
+                f"call {pc} of workload '{name}' was correct earlier, but the same inputs now "
+                "give a wrong output: the behaviour depends on the call history (warm-up "
+                "detection, a call counter), not on the inputs"
+            )
+            here = self.task.spec.workloads[wi].name
+            self.rec.add(fail("history", "history_dependent", detail), here, ci)
+
+    def run_calls(self) -> None:
+        spec = self.task.spec
+        for wi, workload in enumerate(spec.workloads):
+            for ci in range(spec.correctness.calls_per_workload):
+                if self.deadline - time.monotonic() <= 0:
+                    total = spec.limits.total_timeout_s
+                    detail = f"total time limit {total:g} s exceeded"
+                    self.rec.add(fail("judgement", "timeout", detail), None)
+                    return
+                result = self._call(wi, ci)
+                if result is None:
+                    return
+                reply, findings = result
+                for finding in findings:
+                    self.rec.add(finding, workload.name, ci)
+                if not reply.get("ok"):
+                    break
+                if _values_failed(findings):
+                    self._replay_first_pass(wi, ci)
+                elif self.first_pass is None and all(f.passed for f in findings):
+                    self.first_pass = (wi, ci)
+
+    def settle(self) -> None:
+        """A short pause, then: did the last output change after return, is anything left?"""
+        left = self.deadline - time.monotonic()
+        try:
+            timeout = max(min(left, 5.0), 1.0)
+            reply = self.worker.request({"op": "settle", "delay_s": 0.05}, timeout)
+        except WorkerError as e:
+            self.rec.add(fail("settle", e.code, e.detail), None)
+            return
+        for finding in guard_findings(reply) + stray_findings(self.worker):
+            self.rec.add(finding, None)
 
 
 def run_correctness(
-    task: Task, candidate_dir: Path, seed: int, log_path: Path, deadline: float
+    task: Task,
+    candidate_dir: Path,
+    seed: int,
+    log_path: Path,
+    deadline: float,
+    *,
+    policy: SandboxPolicy | None = None,
 ) -> CorrectnessReport:
     """Judge one private copy of a candidate. Never raises for anything the candidate does."""
-    rec = Recorder()
     spec = task.spec
     limits = spec.limits
     info: dict[str, Any] = {}
-    with WorkerClient(candidate_dir, limits, log_path) as worker:
+    with WorkerClient(candidate_dir, limits, log_path, policy=policy, protect=[task.root]) as w:
+        session = _Session(task, w, seed, deadline)
+        rec = session.rec
+        load_timeout = max(min(limits.load_timeout_s, deadline - time.monotonic()), 1e-3)
         try:
-            info = worker.request({"op": "hello"}, timeout=limits.load_timeout_s)
-            loaded = worker.request(
+            info = w.request({"op": "hello"}, timeout=load_timeout)
+            loaded = w.request(
                 {"op": "load", "file": spec.entry.file, "function": spec.entry.function},
-                timeout=limits.load_timeout_s,
+                timeout=load_timeout,
             )
         except WorkerError as e:
             rec.add(fail("load", e.code, e.detail), None)
-            return CorrectnessReport(rec, info)
+            return CorrectnessReport(rec, info, w.sandbox_report())
+        for finding in guard_findings(loaded) + stray_findings(w):
+            rec.add(finding, None)
         if not loaded.get("ok"):
             rec.add(fail("load", str(loaded.get("code")), str(loaded.get("error"))), None)
-            return CorrectnessReport(rec, info)
+            return CorrectnessReport(rec, info, w.sandbox_report())
         rec.add(ok("load", f"{spec.entry.file}:{spec.entry.function}"), None)
-        earlier: set[bytes] = set()
-        for wi, workload in enumerate(spec.workloads):
-            for ci in range(spec.correctness.calls_per_workload):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    rec.add(
-                        fail(
-                            "judgement",
-                            "timeout",
-                            f"total time limit {limits.total_timeout_s:g} s exceeded",
-                        ),
-                        None,
-                    )
-                    return CorrectnessReport(rec, info)
-                args, kwargs = task.generator(workload, derive_seed(seed, wi, ci))
-                inputs = array_inputs(args, kwargs)
-                ref = np.asarray(task.oracle(*args, **kwargs), dtype=np.float64)
-                try:
-                    reply = worker.request(
-                        {"op": "call", "args": args, "kwargs": kwargs},
-                        timeout=min(limits.call_timeout_s, left),
-                    )
-                except WorkerError as e:
-                    rec.add(fail("call", e.code, e.detail), workload.name, ci)
-                    return CorrectnessReport(rec, info)
-                if not reply.get("ok"):
-                    rec.add(
-                        fail("call", str(reply.get("code")), str(reply.get("error"))),
-                        workload.name,
-                        ci,
-                    )
-                    break
-                rec.add(ok("call"), workload.name, ci)
-                dtype = expected_dtype(workload, inputs)
-                for finding in evaluate_call(reply, ref, inputs, dtype, spec.tolerance, earlier):
-                    rec.add(finding, workload.name, ci)
-                remember_if_replayable(reply.get("output"), ref, spec.tolerance, earlier)
-    return CorrectnessReport(rec, info)
+        session.run_calls()
+        if w.proc is not None and w.proc.poll() is None and rec.passed:
+            session.settle()
+    return CorrectnessReport(rec, info, w.sandbox_report())

@@ -17,6 +17,8 @@ from optarena.identity import judge_sha256, runtime_fingerprint
 from optarena.judge._checks import fail
 from optarena.judge._correctness import Recorder, run_correctness
 from optarena.judge._result import CandidateRef, JudgeRef, JudgeResult, TaskRef
+from optarena.judge._seal import broken, judge_code_files, take_seal
+from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task, unmet_requirements
 
 
@@ -50,6 +52,7 @@ class JudgeOptions:
     min_effect: float | None = None  # smallest relative change that earns improved/regressed
     aa: bool = False  # also run an A/A control (baseline vs itself) and report the noise floor
     progress: Callable[[str, float], None] | None = None  # (phase message, fraction done)
+    sandbox: SandboxPolicy | None = None  # isolation measures; None = all the machine allows
 
 
 def judge(task: Task, candidate_dir: Path, options: JudgeOptions | None = None) -> JudgeResult:
@@ -64,6 +67,9 @@ def judge(task: Task, candidate_dir: Path, options: JudgeOptions | None = None) 
     seed = new_seed() if options.seed is None else options.seed
     started, t0 = _now(), time.monotonic()
     deadline = t0 + task.spec.limits.total_timeout_s
+    code_files = judge_code_files()
+    seal = take_seal(task, code_files)
+    _ = task.oracle, task.generator  # imported before any candidate code runs
     with tempfile.TemporaryDirectory(prefix="optarena-judge-") as tmp:
         private = Path(tmp) / "candidate"
         files = copy_candidate(task, candidate_dir, private)
@@ -78,10 +84,17 @@ def judge(task: Task, candidate_dir: Path, options: JudgeOptions | None = None) 
                 None,
             )
             worker: dict[str, object] = {}
+            sandbox: dict[str, object] = {}
         else:
-            report = run_correctness(task, private, seed, Path(tmp) / "worker.log", deadline)
-            rec, worker = report.recorder, report.worker
+            report = run_correctness(
+                task, private, seed, Path(tmp) / "worker.log", deadline, policy=options.sandbox
+            )
+            rec, worker, sandbox = report.recorder, report.worker, report.sandbox
         cand_sha = task.candidate_sha256(candidate_dir)
+    changed = broken(seal, take_seal(task, code_files))
+    if changed:
+        detail = f"{' and '.join(changed)} changed while the candidate was being judged"
+        rec.add(fail("integrity", "judge_tampered", detail), None)
     correctness_s = time.monotonic() - t0
     return JudgeResult(
         task=TaskRef(id=task.id, version=task.spec.version, sha256=task.sha256),
@@ -96,6 +109,8 @@ def judge(task: Task, candidate_dir: Path, options: JudgeOptions | None = None) 
         metrics=None,
         limits=task.spec.limits.model_dump(),
         worker=worker,
+        sandbox=sandbox,
+        integrity={**seal.as_dict(), "status": "changed" if changed else "unchanged"},
         timings_s={"correctness": round(correctness_s, 4)},
         started_at=started,
         finished_at=_now(),

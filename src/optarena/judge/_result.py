@@ -54,6 +54,16 @@ class JudgeResult(_Model):
     metrics: dict[str, Any] | None = None
     limits: dict[str, Any] = Field(description="the worker limits this judgement ran under")
     worker: dict[str, Any] = Field(default_factory=dict, description="worker interpreter facts")
+    sandbox: dict[str, Any] = Field(
+        default_factory=dict,
+        description="isolation measures active for the worker (network, user, mounts, "
+        "processes, cleanup, guard) and notes on any that were unavailable",
+    )
+    integrity: dict[str, Any] = Field(
+        default_factory=dict,
+        description="hashes of the judge code, task package and oracle taken before the "
+        "judgement, and whether they still matched after it (status)",
+    )
     timings_s: dict[str, float] = Field(default_factory=dict, description="wall time per phase")
     started_at: str
     finished_at: str

@@ -21,16 +21,17 @@ _perf_ns = time.perf_counter_ns
 _thread_cpu_ns = time.thread_time_ns
 
 
-def _load_wire() -> Any:
-    path = Path(__file__).resolve().with_name("_wire.py")
-    spec = importlib.util.spec_from_file_location("_optarena_wire", path)
+def _load_sibling(filename: str, name: str) -> Any:
+    path = Path(__file__).resolve().with_name(filename)
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-wire = _load_wire()
+wire = _load_sibling("_wire.py", "_optarena_wire")
+guard = _load_sibling("_guard.py", "_optarena_guard")  # audit hook, tamper and output checks
 
 import numpy as np  # noqa: E402  (after the clock is bound, before any candidate code)
 
@@ -54,6 +55,8 @@ def _arrays(args: list[Any], kwargs: dict[str, Any]) -> list[np.ndarray]:
 class Worker:
     def __init__(self) -> None:
         self.fn: Any = None
+        self.guard: Any = None
+        self.outputs = guard.OutputWatch()
 
     def op_hello(self, msg: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -68,6 +71,9 @@ class Worker:
         path = Path(msg["file"])
         if not path.is_file():
             return {"ok": False, "code": "entry_missing", "error": f"{msg['file']} not found"}
+        if msg.get("guard"):  # before the candidate's first line runs
+            own = {"worker": globals(), "Worker": vars(Worker), "wire": vars(wire)}
+            self.guard = guard.install(os.getcwd(), msg["guard"], own)
         sys.path.insert(0, os.getcwd())
         try:
             spec = importlib.util.spec_from_file_location(path.stem, path)
@@ -101,8 +107,10 @@ class Worker:
                 "error": f"SystemExit({e.code!r}) during the call",
             }
         except BaseException:
-            return {"ok": False, "code": "raised", "error": traceback.format_exc(limit=8)}
-        desc = _describe(out)
+            code = guard.error_code(sys.exc_info()[1])
+            return {"ok": False, "code": code, "error": traceback.format_exc(limit=8)}
+        lazy = guard.lazy_reason(out)
+        desc = self.outputs.returned(out, _describe(out))  # the bytes as they were at return
         aliases = isinstance(desc, np.ndarray) and any(np.shares_memory(out, a) for a in inputs)
         return {
             "ok": True,
@@ -110,11 +118,24 @@ class Worker:
             "inputs_after": inputs,
             "aliases": bool(aliases),
             "elapsed_ns": elapsed,
+            "lazy": lazy,
         }
+
+    def op_settle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """A pause at the end of a phase, after which late output changes are reported."""
+        time.sleep(min(max(float(msg.get("delay_s", 0.05)), 0.0), 1.0))
+        return {"ok": True}
+
+    def findings(self) -> list[dict[str, str]]:
+        """Guard findings and late output changes since the last reply."""
+        found = self.outputs.late_changes()
+        return found + (self.guard.drain() if self.guard is not None else [])
 
 
 def main(argv: list[str]) -> int:
     fd_in, fd_out = int(argv[1]), int(argv[2])
+    os.set_inheritable(fd_in, False)  # programs the candidate runs do not get the wire
+    os.set_inheritable(fd_out, False)
     worker = Worker()
     while True:
         try:
@@ -130,6 +151,8 @@ def main(argv: list[str]) -> int:
             reply: dict[str, Any] = {"ok": False, "code": "protocol", "error": f"unknown op {op!r}"}
         else:
             reply = handler(msg)
+        reply["violations"] = worker.findings()
+        reply["id"] = msg.get("id")  # a reply forged by the candidate must guess this
         wire.send(fd_out, reply)
 
 

@@ -2,6 +2,8 @@
 
 Every process optarena starts for a candidate or an agent gets a new session (so its whole
 process group can be signalled) and, for candidates, rlimits set in the child before exec.
+`kill_tree` also reaches descendants that left the group (`setsid`) while their parent chain
+still leads back; a worker's complete cleanup (detached daemons too) is `Sandbox.close`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from optarena.sandbox._tree import descendants, stop_then_kill
+
 MiB = 1024 * 1024
 
 
@@ -28,6 +32,8 @@ class ResourceLimits:
     cpu_s: int | None = None
     file_size_mb: int | None = None
     open_files: int | None = None
+    processes: int | None = None  # RLIMIT_NPROC counts per real uid: only for a dedicated uid
+    core_dumps: bool = False  # a crashing candidate must not write a core file anywhere
 
     def as_rlimits(self) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
@@ -39,17 +45,31 @@ class ResourceLimits:
             out.append((resource.RLIMIT_FSIZE, self.file_size_mb * MiB))
         if self.open_files is not None:
             out.append((resource.RLIMIT_NOFILE, self.open_files))
+        if self.processes is not None:
+            out.append((resource.RLIMIT_NPROC, self.processes))
+        if not self.core_dumps:
+            out.append((resource.RLIMIT_CORE, 0))
         return out
 
 
-def _preexec(limits: ResourceLimits) -> Callable[[], None]:
-    rlimits = limits.as_rlimits()
+def _preexec(
+    limits: ResourceLimits | None, setup: Callable[[], None] | None
+) -> Callable[[], None] | None:
+    if limits is None and setup is None:
+        return None
+    rlimits = limits.as_rlimits() if limits else []
 
     def apply() -> None:
         for which, value in rlimits:
             _soft, hard = resource.getrlimit(which)
             cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
-            resource.setrlimit(which, (cap, cap))
+            # CPU: SIGXCPU at the limit (a nameable death), SIGKILL a second later regardless.
+            top = cap
+            if which == resource.RLIMIT_CPU and (hard == resource.RLIM_INFINITY or cap < hard):
+                top = cap + 1
+            resource.setrlimit(which, (cap, top))
+        if setup is not None:
+            setup()  # after the rlimits: it may drop the privileges needed to set them
 
     return apply
 
@@ -63,8 +83,12 @@ def spawn(
     pass_fds: Sequence[int] = (),
     stdout: IO[Any] | int | None = None,
     stderr: IO[Any] | int | None = None,
+    setup: Callable[[], None] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start `argv` in a new session, stdin closed, with the given limits."""
+    """Start `argv` in a new session, stdin closed, with the given limits.
+
+    `setup` runs in the child after the rlimits, before exec (namespaces, uid change).
+    """
     return subprocess.Popen(
         list(argv),
         cwd=str(cwd),
@@ -74,12 +98,17 @@ def spawn(
         stderr=stderr,
         pass_fds=tuple(pass_fds),
         start_new_session=True,
-        preexec_fn=_preexec(limits) if limits else None,
+        preexec_fn=_preexec(limits, setup),
     )
 
 
 def kill_tree(proc: subprocess.Popen[bytes], grace_s: float = 0.0) -> None:
-    """End the process, its group, and reap it. SIGTERM first when a grace period is given."""
+    """End the process, its group and its descendants, and reap it.
+
+    SIGTERM to the group first when a grace period is given. Descendants are found from parent
+    links while everything is stopped, so a child that called `setsid` is reached as long as it
+    has not been orphaned; an already-orphaned daemon is not (that needs a Sandbox).
+    """
     pgid = proc.pid  # start_new_session: the child leads its own group
     if grace_s > 0 and proc.poll() is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -87,6 +116,10 @@ def kill_tree(proc: subprocess.Popen[bytes], grace_s: float = 0.0) -> None:
         deadline = time.monotonic() + grace_s
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGSTOP)  # a stopped group cannot fork while we look
+    if proc.poll() is None:
+        stop_then_kill(lambda: descendants([proc.pid]))
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):

@@ -1,0 +1,76 @@
+"""The judge's seal: hashes of everything that decides a verdict, before and after judging.
+
+What is hashed: the judge's code in use (the loaded judge and sandbox modules and the files the
+worker runs), the whole task package, and the oracle and generator files on their own. The oracle
+and generator are imported before the candidate's worker starts, so a change made while it runs
+cannot alter the code the judge uses; a mismatch afterwards rejects the candidate with
+`judge_tampered` all the same, because something that should be unreachable was reached.
+
+This detects drift, not every kind of malice: a process that can write these files could also
+change them and put them back before the second hash. The sandbox (a dedicated uid, the task
+package hidden) is what keeps the candidate from writing them in the first place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from optarena.identity import hash_files, hash_tree, sha256_bytes
+from optarena.tasks import Task
+
+
+@dataclass(frozen=True)
+class Seal:
+    judge: str
+    task: str
+    oracle: str
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+_WORKER_SIDE = ("_worker.py", "_wire.py", "_guard.py")  # run by the worker, never imported here
+
+
+def judge_code_files() -> list[Path]:
+    """The judge code in use: loaded modules of the judge and sandbox packages, identity, and
+    the files the worker runs. (Files merely present in the tree do not judge anything.)"""
+    pkg = Path(__file__).resolve().parent.parent
+    files = {pkg / "identity.py", *(pkg / "judge" / f for f in _WORKER_SIDE)}
+    for name, module in list(sys.modules.items()):
+        if name.startswith(("optarena.judge", "optarena.sandbox")):
+            path = getattr(module, "__file__", None)
+            if path:
+                files.add(Path(path).resolve())
+    return sorted(files)
+
+
+def _hash_code(files: list[Path]) -> str:
+    h = hashlib.sha256()
+    for f in files:
+        try:
+            data = f.read_bytes()
+        except OSError:
+            data = b"<missing>"
+        h.update(f"{f}\0{sha256_bytes(data)}\n".encode())
+    return h.hexdigest()
+
+
+def take_seal(task: Task, code_files: list[Path] | None = None) -> Seal:
+    """`code_files`: pass the list from the first seal to the second, so both hash the same."""
+    refs = sorted({ref.split(":")[0] for ref in (task.spec.oracle, task.spec.generator)})
+    return Seal(
+        judge=_hash_code(code_files if code_files is not None else judge_code_files()),
+        task=hash_tree(task.root),
+        oracle=hash_files(task.root, refs),
+    )
+
+
+def broken(before: Seal, after: Seal) -> list[str]:
+    """What changed, in words; empty when the seal holds."""
+    names = {"judge": "the judge's code", "task": "the task package", "oracle": "the oracle"}
+    b, a = before.as_dict(), after.as_dict()
+    return [names[k] for k in b if b[k] != a[k]]

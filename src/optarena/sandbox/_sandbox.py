@@ -1,0 +1,406 @@
+"""The sandbox a candidate's worker runs in: what this machine allows, applied and reported.
+
+Measures (each used where the kernel and our privileges allow it, and reported either way):
+
+- **network**: a new network namespace with nothing in it (not even a working loopback);
+- **user**: when the judge is root, a dedicated unprivileged uid per worker, so the candidate
+  cannot signal, ptrace or write into the judge, its files or its results;
+- **mounts**: a private mount namespace hiding the task package and giving private scratch
+  directories (see `_mounts`);
+- **cgroup**: a pids cgroup with `pids.max` = the task's process limit, which also lists every
+  process the candidate started, however detached, for cleanup;
+- always: rlimits, a new session, no-new-privileges, parent-death signal, and the worker as
+  child subreaper so orphaned grandchildren stay in its tree.
+
+Without root the network and mount namespaces come from an unprivileged user namespace, if
+the kernel permits one; the uid cannot change, so the worker could still reach the judge's
+files and processes: the report then says `user: same` and the guarantees document says what
+that means.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import site
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path
+from typing import IO, Any
+
+from optarena.sandbox import _linux
+from optarena.sandbox._cgroup import PidsCgroup, attach_self, find_pids_root
+from optarena.sandbox._mounts import Mask, apply_masks, blockers, plan_masks
+from optarena.sandbox._process import ResourceLimits, kill_tree, spawn
+from optarena.sandbox._tree import descendants, is_zombie, stop_then_kill
+from optarena.sandbox._uids import UidLease, lease_uid
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """Which measures to use where available. `none()` exists to measure what isolation costs."""
+
+    network: bool = True
+    user: bool = True
+    mounts: bool = True
+    cgroup: bool = True
+    guard: bool = True  # the worker's audit hook and tamper checks (applied by the judge worker)
+
+    @classmethod
+    def none(cls) -> SandboxPolicy:
+        return cls(network=False, user=False, mounts=False, cgroup=False, guard=False)
+
+
+@dataclass(frozen=True)
+class ChildPlan:
+    """Everything the child does between fork and exec, decided in the parent."""
+
+    workdir: str
+    unshare_flags: int = 0
+    userns_ids: tuple[int, int] | None = None  # (uid, gid) to map to themselves
+    masks: tuple[Mask, ...] = ()
+    scratch_mb: int = 64
+    cgroup_procs: str | None = None
+    uid: int | None = None
+    err_fd: int = -1
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _child_setup(plan: ChildPlan) -> None:
+    """Runs in the forked child. Order matters: join the cgroup and build namespaces while
+    privileged, then drop the uid, then set what a uid change would clear (pdeathsig)."""
+    try:
+        if plan.cgroup_procs:
+            attach_self(plan.cgroup_procs)
+        if plan.unshare_flags:
+            _linux.unshare(plan.unshare_flags)
+        if plan.userns_ids is not None:
+            uid, gid = plan.userns_ids
+            _write("/proc/self/setgroups", "deny")
+            _write("/proc/self/uid_map", f"{uid} {uid} 1")
+            _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        if plan.unshare_flags & _linux.CLONE_NEWNS:
+            apply_masks(plan.masks, plan.scratch_mb)
+        os.chdir(plan.workdir)
+        if plan.uid is not None:
+            os.setgroups([])
+            os.setgid(plan.uid)
+            os.setuid(plan.uid)
+        _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
+        _linux.prctl(_linux.PR_SET_CHILD_SUBREAPER, 1)
+        _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+    except BaseException as e:
+        if plan.err_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.write(plan.err_fd, f"{type(e).__name__}: {e}".encode()[:500])
+        raise
+
+
+def _true_binary() -> str:
+    return shutil.which("true") or "/bin/true"
+
+
+def _try_child(plan: ChildPlan) -> str | None:
+    """Run `true` with this plan; None if it worked, else why not."""
+    r, w = os.pipe()
+    try:
+        subprocess.run(
+            [_true_binary()],
+            preexec_fn=lambda: _child_setup(replace(plan, err_fd=w)),
+            check=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+        )
+        return None
+    except (OSError, subprocess.SubprocessError) as e:
+        os.close(w)
+        w = -1
+        detail = os.read(r, 500).decode(errors="replace")
+        return detail or str(e)
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What this machine lets us use; each value is None (usable) or the reason it is not."""
+
+    root: bool
+    netns: str | None
+    mountns: str | None
+    cgroup: str | None
+    cgroup_base: Path | None = field(default=None, compare=False)
+
+
+@cache
+def probe() -> Capabilities:
+    """Try each measure once per process, in a throwaway child."""
+    root = os.geteuid() == 0
+    if not _linux.available():
+        why = "not Linux"
+        return Capabilities(root, why, why, why)
+    ids = None if root else (os.getuid(), os.getgid())
+    user_flag = 0 if root else _linux.CLONE_NEWUSER
+    cwd = str(Path.cwd()) if os.access(Path.cwd(), os.X_OK) else "/"
+    netns = _try_child(ChildPlan(cwd, user_flag | _linux.CLONE_NEWNET, ids))
+    mnt_plan = ChildPlan(cwd, user_flag | _linux.CLONE_NEWNS, ids, masks=(Mask("/tmp", (), True),))
+    mountns = _try_child(mnt_plan)
+    base, why = find_pids_root()
+    cgroup: str | None = None if base is not None else why
+    if base is not None:
+        try:
+            PidsCgroup(base, 8).remove()
+        except OSError as e:
+            cgroup, base = f"cannot create a cgroup: {e}", None
+    return Capabilities(root, netns, mountns, cgroup, base)
+
+
+def interpreter_paths() -> list[str]:
+    """What a worker interpreter reads: prefixes, the real executable's directory, packages."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths.add(os.path.dirname(os.path.realpath(sys.executable)))
+    paths.update(site.getsitepackages())
+    return sorted(os.path.realpath(p) for p in paths if os.path.exists(p))
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in (*dirnames, *filenames):
+            os.lchown(os.path.join(dirpath, name), uid, uid)
+    os.chown(root, uid, uid)
+    os.chmod(root, 0o700)
+
+
+class Sandbox:
+    """One worker's isolation: prepared and applied by `spawn`, queried between calls, ended
+    by `close`. Never raises for what the machine lacks: it degrades and says so in `report`."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        limits: ResourceLimits,
+        policy: SandboxPolicy | None = None,
+        *,
+        hide: Sequence[Path] = (),
+        needed: Sequence[Path] = (),
+        scratch_mb: int = 64,
+    ) -> None:
+        self.workdir = Path(workdir).resolve()
+        self.limits = limits
+        self.policy = policy or SandboxPolicy()
+        self.hide = [os.path.realpath(p) for p in hide]
+        self.needed = [os.path.realpath(p) for p in needed]
+        self.scratch_mb = scratch_mb
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.lease: UidLease | None = None
+        self.cgroup: PidsCgroup | None = None
+        self.notes: list[str] = []
+        self.measures: dict[str, str] = {}
+
+    # -- starting ---------------------------------------------------------------------------
+
+    def _lease_uid(self, caps: Capabilities, use_mounts: bool, needed: list[str]) -> None:
+        if not self.policy.user:
+            self.measures["user"] = "off"
+            return
+        if not caps.root:
+            self.measures["user"] = "same"
+            self.notes.append("user: the judge is not root, so the worker keeps its uid")
+            return
+        if not use_mounts:
+            probe_uid = 1_500_000
+            if blockers(needed, probe_uid, probe_uid):
+                self.measures["user"] = "same"
+                self.notes.append(
+                    "user: an unprivileged uid cannot reach the interpreter "
+                    "without a mount namespace"
+                )
+                return
+        try:
+            self.lease = lease_uid()
+        except OSError as e:
+            self.measures["user"] = "same"
+            self.notes.append(f"user: no uid lease ({e})")
+            return
+        _chown_tree(self.workdir, self.lease.uid)
+        self.measures["user"] = f"uid {self.lease.uid}"
+
+    def _make_cgroup(self, caps: Capabilities) -> None:
+        if not self.policy.cgroup:
+            self.measures["cgroup"] = "off"
+            return
+        if caps.cgroup_base is None:
+            self.measures["cgroup"] = "unavailable"
+            self.notes.append(f"cgroup: {caps.cgroup}")
+            return
+        try:
+            self.cgroup = PidsCgroup(caps.cgroup_base, self.limits.processes or 64)
+            self.measures["cgroup"] = f"pids.max={self.limits.processes or 64}"
+        except OSError as e:
+            self.measures["cgroup"] = "unavailable"
+            self.notes.append(f"cgroup: {e}")
+
+    def _ns_measure(self, name: str, wanted: bool, why_not: str | None) -> bool:
+        if not wanted:
+            self.measures[name] = "off"
+            return False
+        if why_not is not None:
+            self.measures[name] = "unavailable"
+            self.notes.append(f"{name}: {why_not}")
+            return False
+        return True
+
+    def _plan(self) -> tuple[ChildPlan, ResourceLimits]:
+        caps = probe()
+        use_net = self._ns_measure("network", self.policy.network, caps.netns)
+        use_mnt = self._ns_measure("mounts", self.policy.mounts, caps.mountns)
+        needed = [*interpreter_paths(), *self.needed, str(self.workdir)]
+        self._lease_uid(caps, use_mnt, needed)
+        self._make_cgroup(caps)
+        flags = (_linux.CLONE_NEWNET if use_net else 0) | (_linux.CLONE_NEWNS if use_mnt else 0)
+        ids = None
+        if flags and not caps.root:
+            flags |= _linux.CLONE_NEWUSER
+            ids = (os.getuid(), os.getgid())
+        masks: tuple[Mask, ...] = ()
+        if use_mnt:
+            uid = self.lease.uid if self.lease else None
+            blocked = list(blockers(needed, uid, uid)) if uid is not None else []
+            scratch = [d for d in ("/tmp", "/var/tmp", "/dev/shm") if os.path.isdir(d)]
+            masks = tuple(plan_masks(needed, self.hide, scratch, blocked))
+            hidden = [m.path for m in masks if not m.scratch]
+            self.measures["mounts"] = "private" + (
+                f" (hidden: {', '.join(hidden)})" if hidden else ""
+            )
+        if use_net:
+            self.measures["network"] = "netns"
+        plan = ChildPlan(
+            workdir=str(self.workdir),
+            unshare_flags=flags,
+            userns_ids=ids,
+            masks=masks,
+            scratch_mb=self.scratch_mb,
+            cgroup_procs=self.cgroup.procs_file if self.cgroup else None,
+            uid=self.lease.uid if self.lease else None,
+        )
+        limits = replace(self.limits, processes=self.limits.processes if self.lease else None)
+        return plan, limits
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        pass_fds: Sequence[int] = (),
+        stdout: IO[Any] | int | None = None,
+        stderr: IO[Any] | int | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """Start the worker inside the sandbox (or, if the isolated start fails, without it)."""
+        plan, limits = self._plan()
+        r, w = os.pipe()
+        setup: Callable[[], None] = lambda: _child_setup(replace(plan, err_fd=w))  # noqa: E731
+        try:
+            self.proc = spawn(
+                argv,
+                cwd=self.workdir,
+                env=env,
+                limits=limits,
+                pass_fds=pass_fds,
+                stdout=stdout,
+                stderr=stderr,
+                setup=setup,
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            os.close(w)
+            w = -1
+            detail = os.read(r, 500).decode(errors="replace") or str(e)
+            self._release()
+            self.notes.append(f"isolated start failed ({detail}); ran with rlimits only")
+            self.measures = {k: "unavailable" for k in ("network", "user", "mounts", "cgroup")}
+            self.proc = spawn(
+                argv,
+                cwd=self.workdir,
+                env=env,
+                limits=replace(limits, processes=None),
+                pass_fds=pass_fds,
+                stdout=stdout,
+                stderr=stderr,
+            )
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
+        return self.proc
+
+    # -- between calls ----------------------------------------------------------------------
+
+    def members(self) -> set[int]:
+        """Every live process of this sandbox, the worker included."""
+        if self.proc is None:
+            return set()
+        if self.cgroup is not None:
+            return self.cgroup.procs()
+        if self.lease is not None:
+            return self.lease.processes()
+        return {self.proc.pid} | descendants([self.proc.pid])
+
+    def strays(self) -> set[int]:
+        """Processes the candidate started that are still running (zombies do not count)."""
+        worker = self.proc.pid if self.proc else -1
+        return {p for p in self.members() if p != worker and not is_zombie(p)}
+
+    def kill_strays(self) -> int:
+        return stop_then_kill(self.strays)
+
+    # -- ending -----------------------------------------------------------------------------
+
+    def _release(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
+
+    def close(self) -> None:
+        """End the worker and everything it started; release the cgroup and the uid."""
+        if self.proc is not None:
+            kill_tree(self.proc)
+        self._release()
+
+    def report(self) -> dict[str, Any]:
+        """Which measures were active for this worker, in words (part of the verdict)."""
+        m = dict(self.measures)
+        cleanup = (
+            "cgroup"
+            if m.get("cgroup", "").startswith("pids")
+            else ("uid" if m.get("user", "").startswith("uid") else "process tree")
+        )
+        processes = [m["cgroup"]] if m.get("cgroup", "").startswith("pids") else []
+        if m.get("user", "").startswith("uid") and self.limits.processes:
+            processes.append(f"rlimit nproc={self.limits.processes}")
+        return {
+            "network": m.get("network", "unavailable"),
+            "user": m.get("user", "same"),
+            "mounts": m.get("mounts", "unavailable"),
+            "processes": ", ".join(processes) or "not enforced",
+            "cleanup": cleanup,
+            "guard": "audit hook" if self.policy.guard else "off",
+            "notes": list(self.notes),
+        }

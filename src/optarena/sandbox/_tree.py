@@ -1,0 +1,116 @@
+"""Finding and ending whole process trees from /proc, including children that left the group.
+
+A process group is not a tree: a grandchild that calls `setsid` leaves its group, and a double
+fork reparents it away from its creator. These helpers read parent links (and, for a dedicated
+user, real uids) from /proc so that cleanup can reach such processes, and end a set of
+processes without a race: stop everything seen, look again until nothing new appears (a stopped
+process cannot fork), then kill.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+PROC = "/proc"
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: int
+    ppid: int
+    state: str
+
+
+def _stat(pid: int) -> ProcInfo | None:
+    try:
+        with open(f"{PROC}/{pid}/stat", "rb") as f:
+            raw = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    rest = raw[raw.rindex(")") + 2 :].split()  # the command name may contain spaces
+    return ProcInfo(pid=pid, ppid=int(rest[1]), state=rest[0])
+
+
+def all_pids() -> list[int]:
+    try:
+        return [int(n) for n in os.listdir(PROC) if n.isdigit()]
+    except OSError:
+        return []
+
+
+def process_table() -> dict[int, ProcInfo]:
+    """pid -> (ppid, state) for every process visible now."""
+    out: dict[int, ProcInfo] = {}
+    for pid in all_pids():
+        info = _stat(pid)
+        if info is not None:
+            out[pid] = info
+    return out
+
+
+def descendants(roots: Iterable[int], table: dict[int, ProcInfo] | None = None) -> set[int]:
+    """Every live process whose parent chain reaches one of `roots` (roots excluded)."""
+    table = process_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for info in table.values():
+        children.setdefault(info.ppid, []).append(info.pid)
+    found: set[int] = set()
+    stack = list(roots)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def real_uid(pid: int) -> int | None:
+    """The real uid of `pid` (from /proc/PID/status, which a process cannot disguise)."""
+    try:
+        with open(f"{PROC}/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def pids_of_uid(uid: int) -> set[int]:
+    return {pid for pid in all_pids() if real_uid(pid) == uid}
+
+
+def is_zombie(pid: int) -> bool:
+    info = _stat(pid)
+    return info is None or info.state in ("Z", "X")
+
+
+def signal_all(pids: Iterable[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def stop_then_kill(collect: Callable[[], set[int]], rounds: int = 50) -> int:
+    """SIGSTOP what `collect` finds until it finds nothing new, then SIGKILL all of it.
+
+    Returns how many processes were killed. `collect` must not include the caller.
+    """
+    seen: set[int] = set()
+    for _ in range(rounds):
+        new = collect() - seen
+        if not new:
+            break
+        signal_all(new, signal.SIGSTOP)
+        seen |= new
+    signal_all(seen, signal.SIGKILL)
+    # A stopped process receiving SIGKILL dies at once; wait briefly until /proc agrees.
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and any(not is_zombie(p) for p in seen):
+        time.sleep(0.002)
+    return len(seen)
