@@ -66,6 +66,9 @@ class AgentOutcome(BaseModel):
     logs: dict[str, str] = Field(default_factory=dict, description="log name -> file path")
     session_id: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    metered_usage: Usage | None = Field(
+        default=None, description="measured by optarena's metering proxy; None: no proxy ran"
+    )
     wall_s: float | None = None
     cpu_s: float | None = Field(default=None, description="the agent tree's CPU time, from the OS")
     detail: str = ""

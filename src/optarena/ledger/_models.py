@@ -103,6 +103,9 @@ class TrialRecord(_Model):
     agent_detail: str = ""
     session_id: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    metered_usage: Usage | None = Field(
+        default=None, description="metered by optarena's proxy, beside `usage`; None: no proxy"
+    )
     agent_wall_s: float | None = None
     agent_cpu_s: float | None = Field(
         default=None,

@@ -91,7 +91,41 @@ _V1 = (
     "CREATE TRIGGER trial_artifacts_kept BEFORE DELETE ON trial_artifacts " + _IMMUTABLE,
 )
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "trials, judgements, trial_artifacts", _V1),)
+# One row per model-API call a trial's metering proxy saw (optarena.proxy: CallRecord).
+_V2 = (
+    """CREATE TABLE api_calls (
+        trial_id TEXT NOT NULL REFERENCES trials (id),
+        seq INTEGER NOT NULL,
+        started_at TEXT NOT NULL,
+        api TEXT NOT NULL,
+        method TEXT NOT NULL,
+        path TEXT NOT NULL,
+        model TEXT,
+        stream INTEGER NOT NULL,
+        status INTEGER,
+        request_id TEXT,
+        reply_id TEXT,
+        latency_s REAL,
+        ttfb_s REAL,
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        cache_read_tokens INTEGER,
+        cache_write_tokens INTEGER,
+        reasoning_tokens INTEGER,
+        cost_usd REAL,
+        prices_version TEXT,
+        refused TEXT,
+        error TEXT,
+        PRIMARY KEY (trial_id, seq)
+    )""",
+    "CREATE TRIGGER api_calls_frozen BEFORE UPDATE ON api_calls " + _IMMUTABLE,
+    "CREATE TRIGGER api_calls_kept BEFORE DELETE ON api_calls " + _IMMUTABLE,
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "trials, judgements, trial_artifacts", _V1),
+    Migration(2, "api_calls (metering proxy)", _V2),
+)
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
 

@@ -1,0 +1,32 @@
+"""The scripted model server: speaks the three model APIs (streaming included) and replies as
+a script decides from each request's content, with scripted token usage. For tests and offline
+demos (`optarena fake-model`); never a real model.
+"""
+
+from optarena.fakemodel._conversation import Conversation, ToolCall, ToolResult, parse_request
+from optarena.fakemodel._script import (
+    SCRIPT_NAMES,
+    USAGE,
+    Reply,
+    Script,
+    Tool,
+    make_script,
+    optimize_script,
+)
+from optarena.fakemodel._server import FakeModelServer, ServedCall
+
+__all__ = [
+    "SCRIPT_NAMES",
+    "USAGE",
+    "Conversation",
+    "FakeModelServer",
+    "Reply",
+    "Script",
+    "ServedCall",
+    "Tool",
+    "ToolCall",
+    "ToolResult",
+    "make_script",
+    "optimize_script",
+    "parse_request",
+]

@@ -1,0 +1,193 @@
+"""Per-trial accounting for the metering proxy: one record per model call, running totals,
+and the limits that refuse the next call once a budget is spent.
+
+Limits are checked before a call is forwarded: a call in flight is never cut mid-stream, so a
+run can overshoot a budget by at most the calls it had in flight when the budget ran out; the
+next call is refused with an API error the agent shows. Records never hold request headers,
+so API keys never reach a log or the ledger.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from optarena.agents._base import Usage
+from optarena.agents._prices import PriceTable
+from optarena.proxy._wire import CallTokens
+
+CALL_RECORD_VERSION = 1
+
+
+class ProxyLimits(BaseModel):
+    """What a trial may spend through the proxy. None: no limit of that kind."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_calls: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="every token processed: input (cached or not) + output"
+    )
+    max_cost_usd: float | None = Field(default=None, gt=0)
+
+    def is_unlimited(self) -> bool:
+        return self.max_calls is None and self.max_tokens is None and self.max_cost_usd is None
+
+
+class CallRecord(BaseModel):
+    """One model call through the proxy (a line of `api_calls.jsonl`, a row of `api_calls`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = CALL_RECORD_VERSION
+    seq: int = Field(description="1, 2, ... in the order calls arrived")
+    started_at: str = Field(description="UTC ISO time the request arrived")
+    api: str = Field(description="anthropic | responses | chat | other")
+    method: str
+    path: str = Field(description="request path without the query string")
+    model: str | None = Field(default=None, description="model asked for, else the reply's")
+    stream: bool = False
+    status: int | None = Field(default=None, description="HTTP status; None: no reply")
+    request_id: str | None = Field(default=None, description="provider's request id header")
+    reply_id: str | None = Field(default=None, description="provider's message/response id")
+    latency_s: float | None = Field(default=None, description="request in to last byte out")
+    ttfb_s: float | None = Field(default=None, description="request in to first byte out")
+    input_tokens: int | None = Field(default=None, description="uncached input")
+    output_tokens: int | None = Field(default=None, description="reasoning included")
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = Field(default=None, description="from the price table; None unknown")
+    prices_version: str | None = None
+    refused: str | None = Field(default=None, description="why the proxy refused the call")
+    error: str | None = Field(default=None, description="upstream or transport error, short")
+
+    @property
+    def total_tokens(self) -> int | None:
+        parts = [self.input_tokens, self.cache_read_tokens, self.cache_write_tokens]
+        parts.append(self.output_tokens)
+        if all(p is None for p in parts):
+            return None
+        return sum(p or 0 for p in parts)
+
+    def set_tokens(self, t: CallTokens | None) -> None:
+        if t is None:
+            return
+        self.input_tokens, self.output_tokens = t.input, t.output
+        self.cache_read_tokens, self.cache_write_tokens = t.cache_read, t.cache_write
+        self.reasoning_tokens = t.reasoning
+
+
+class Meter:
+    """Thread-safe: the proxy's handler threads admit and record calls concurrently."""
+
+    def __init__(
+        self, limits: ProxyLimits, prices: PriceTable, log_path: Path | None = None
+    ) -> None:
+        self.limits = limits
+        self.prices = prices
+        self.log_path = log_path
+        self.calls: list[CallRecord] = []
+        self.refusals = 0
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    def next_seq(self) -> int:
+        with self._lock:
+            self._seq += 1
+            return self._seq
+
+    def admit(self) -> str | None:
+        """None to forward the next call; else the reason it is refused."""
+        with self._lock:
+            reason = self._over_budget()
+            if reason:
+                self.refusals += 1
+            return reason
+
+    def _over_budget(self) -> str | None:
+        lim = self.limits
+        metered = [c for c in self.calls if c.refused is None and c.api != "other"]
+        if lim.max_calls is not None and len(metered) >= lim.max_calls:
+            return f"call budget exhausted ({len(metered)} of {lim.max_calls} calls made)"
+        tokens = sum(c.total_tokens or 0 for c in metered)
+        if lim.max_tokens is not None and tokens >= lim.max_tokens:
+            return f"token budget exhausted ({tokens} of {lim.max_tokens} tokens used)"
+        cost = sum(c.cost_usd or 0.0 for c in metered)
+        if lim.max_cost_usd is not None and cost >= lim.max_cost_usd:
+            return f"cost budget exhausted (${cost:.4f} of ${lim.max_cost_usd:.4f} spent)"
+        return None
+
+    def price(self, call: CallRecord) -> None:
+        """Fill the call's cost from the price table (None when model or counts unknown)."""
+        if call.input_tokens is None and call.output_tokens is None:
+            return
+        call.cost_usd = self.prices.cost(
+            call.model,
+            input=call.input_tokens,
+            output=call.output_tokens,
+            cache_read=call.cache_read_tokens,
+            cache_write=call.cache_write_tokens,
+        )
+        call.prices_version = self.prices.version
+
+    def record(self, call: CallRecord) -> None:
+        with self._lock:
+            self.calls.append(call)
+            if self.log_path is not None:
+                with self.log_path.open("a", encoding="utf-8") as f:
+                    f.write(call.model_dump_json() + "\n")
+
+    @property
+    def budget_hit(self) -> bool:
+        return self.refusals > 0
+
+    def usage(self) -> Usage:
+        """Totals over the calls that reached the upstream, as a metered Usage.
+
+        Only answered calls (HTTP 200) spend tokens; providers do not bill failed ones. A
+        total is None (unknown) when any answered call did not report that count, and the
+        cost is None when any answered call has no price. With no calls at all, everything
+        is a measured zero: nothing went through the proxy.
+        """
+        with self._lock:
+            calls = [c for c in self.calls if c.refused is None and c.api != "other"]
+        answered = [c for c in calls if c.status == 200]
+        totals = {f: _total(getattr(c, f) for c in answered) for f in TOKEN_FIELDS}
+        costs = [c.cost_usd for c in answered]
+        models: dict[str, dict[str, int | None]] = {}
+        for c in answered:
+            m = models.setdefault(c.model or "unknown", {"calls": 0})
+            m["calls"] = (m["calls"] or 0) + 1
+            for f in TOKEN_FIELDS:
+                m[f] = _add(m.get(f, 0), getattr(c, f))
+        return Usage.model_validate(
+            {
+                "source": "metered",
+                "calls": len(calls),
+                "cost_usd": None if None in costs else sum(c or 0.0 for c in costs),
+                "models": models or None,
+                **totals,
+            }
+        )
+
+
+TOKEN_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
+
+
+def _total(values: Iterable[int | None]) -> int | None:
+    vals = list(values)
+    return None if None in vals else sum(v or 0 for v in vals)
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else a + b

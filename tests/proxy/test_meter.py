@@ -1,0 +1,113 @@
+"""Metering arithmetic, limits and the price table, on literal numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from optarena.agents._prices import PriceTable, load_prices
+from optarena.errors import SpecError
+from optarena.proxy import CallRecord, Meter, ProxyLimits
+
+PRICES = PriceTable.model_validate(
+    {
+        "schema_version": 1,
+        "version": "test-1",
+        "as_of": "2026-01-01",
+        "currency": "USD",
+        "unit": "per_million_tokens",
+        "models": [
+            {
+                "match": ["m-*"],
+                "input": 2.0,
+                "output": 10.0,
+                "cache_read": 0.5,
+                "cache_write": 0.0,
+                "source": "test",
+                "checked": "2026-01-01",
+            }
+        ],
+    }
+)
+
+
+def call(seq: int, model: str = "m-1", status: int = 200, **tokens: int | None) -> CallRecord:
+    c = CallRecord(
+        seq=seq, started_at="t", api="responses", method="POST", path="/v1/responses",
+        model=model, status=status, **tokens,
+    )  # fmt: skip
+    return c
+
+
+def test_shipped_price_table_loads_and_knows_a_model() -> None:
+    table = load_prices()
+    assert table.version and table.as_of
+    cost = table.cost("claude-sonnet-4-5", input=1_000_000, output=0, cache_read=0, cache_write=0)
+    assert cost == pytest.approx(3.0)
+    assert table.lookup("claude-opus-4-8[1m]") is not None
+    assert table.cost("some-future-model", input=1, output=1) is None
+
+
+def test_cost_unknown_when_a_priced_count_is_unknown() -> None:
+    assert PRICES.cost("m-1", input=1_000_000, output=None) is None
+    # cache_write costs nothing here, so its being unknown does not matter
+    assert PRICES.cost("m-1", input=1_000_000, output=0, cache_read=0) == pytest.approx(2.0)
+
+
+def test_bad_price_table_names_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "p.toml"
+    bad.write_text('schema_version = 1\nversion = "x"\nas_of = "y"\ncurrency = "EUR"\n')
+    with pytest.raises(SpecError, match="currency"):
+        load_prices(bad)
+
+
+def test_totals_and_cost_over_answered_calls(tmp_path: Path) -> None:
+    log = tmp_path / "calls.jsonl"
+    m = Meter(ProxyLimits(), PRICES, log)
+    for c in (
+        call(1, input_tokens=100, output_tokens=10, cache_read_tokens=1000),
+        call(2, input_tokens=50, output_tokens=5, cache_read_tokens=0),
+        call(3, status=500),  # failed: no tokens, not billed
+    ):
+        m.price(c)
+        m.record(c)
+    u = m.usage()
+    assert (u.calls, u.input_tokens, u.output_tokens, u.cache_read_tokens) == (3, 150, 15, 1000)
+    assert u.cost_usd == pytest.approx((150 * 2 + 15 * 10 + 1000 * 0.5) / 1e6)
+    assert u.reasoning_tokens is None  # no call reported it
+    assert len(log.read_text().splitlines()) == 3
+
+
+def test_unpriced_model_makes_the_total_cost_unknown() -> None:
+    m = Meter(ProxyLimits(), PRICES)
+    for c in (call(1, input_tokens=1, output_tokens=1), call(2, "other", input_tokens=1)):
+        m.price(c)
+        m.record(c)
+    assert m.usage().cost_usd is None
+
+
+def test_no_calls_is_a_measured_zero() -> None:
+    u = Meter(ProxyLimits(), PRICES).usage()
+    assert (u.calls, u.cost_usd, u.input_tokens) == (0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("limits", "reason"),
+    [
+        (ProxyLimits(max_calls=2), "call budget exhausted (2 of 2 calls made)"),
+        (ProxyLimits(max_tokens=300), "token budget exhausted (330 of 300 tokens used)"),
+        (ProxyLimits(max_cost_usd=0.0003), "cost budget exhausted"),
+    ],
+)
+def test_limits_refuse_the_next_call(limits: ProxyLimits, reason: str) -> None:
+    m = Meter(limits, PRICES)
+    assert m.admit() is None
+    for seq in (1, 2):
+        c = call(seq, input_tokens=100, output_tokens=15, cache_read_tokens=50)
+        m.price(c)
+        m.record(c)
+    refusal = m.admit()
+    assert refusal is not None and refusal.startswith(reason)
+    assert m.budget_hit
+    assert Meter(ProxyLimits(max_calls=3), PRICES).admit() is None

@@ -1,0 +1,127 @@
+"""The metering proxy over real HTTP, in front of the scripted model server: every API,
+streamed and not; refusals; upstream failures; keys never stored."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from optarena.fakemodel import FakeModelServer, make_script
+from optarena.fakemodel._script import USAGE
+from optarena.proxy import CallRecord, MeteredSession, ProxyLimits
+
+SECRET = "sk-test-very-secret-123"
+PATHS = {"anthropic": "/v1/messages", "responses": "/v1/responses", "chat": "/v1/chat/completions"}
+
+
+def body(api: str, stream: bool) -> dict[str, Any]:
+    msgs = [{"role": "user", "content": "hello"}]
+    if api == "responses":
+        return {"model": "gpt-5", "input": "hello", "stream": stream}
+    out: dict[str, Any] = {"model": "claude-sonnet-4-5", "messages": msgs, "stream": stream}
+    if api == "chat":
+        out |= {"model": "gpt-5", "stream_options": {"include_usage": True}}
+    return out
+
+
+def post(url: str, path: str, data: dict[str, Any]) -> tuple[int, bytes, dict[str, str]]:
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    headers = {"content-type": "application/json", "x-api-key": SECRET}
+    headers["authorization"] = f"Bearer {SECRET}"
+    conn.request("POST", path, body=json.dumps(data), headers=headers)
+    resp = conn.getresponse()
+    raw = resp.read()
+    conn.close()
+    return resp.status, raw, dict(resp.getheaders())
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeModelServer]:
+    with FakeModelServer(make_script("hello")) as server:
+        yield server
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("api", ["anthropic", "responses", "chat"])
+def test_every_api_is_forwarded_and_metered(
+    fake: FakeModelServer, tmp_path: Path, api: str, stream: bool
+) -> None:
+    with MeteredSession(fake.url, ProxyLimits(), tmp_path / "calls.jsonl") as s:
+        status, raw, headers = post(s.url, PATHS[api], body(api, stream))
+    assert status == 200
+    text = raw.decode()
+    assert "Hello from the optarena scripted model." in text
+    if stream:
+        assert "data: " in text and headers.get("content-type") == "text/event-stream"
+    [c] = s.meter.calls
+    want = USAGE["chat"]
+    assert (c.api, c.status, c.stream) == (api, 200, stream)
+    assert (c.input_tokens, c.output_tokens) == (want.input, want.output)
+    assert c.request_id and c.request_id.startswith("req_fake_")
+    assert c.reply_id and c.latency_s is not None and c.ttfb_s is not None
+    assert s.usage().calls == 1
+    [served] = fake.served
+    assert served.tokens is not None
+    assert (served.tokens["input"], served.tokens["output"]) == (c.input_tokens, c.output_tokens)
+
+
+def test_limits_refuse_with_an_api_error_the_agent_sees(
+    fake: FakeModelServer, tmp_path: Path
+) -> None:
+    with MeteredSession(fake.url, ProxyLimits(max_calls=1), tmp_path / "c.jsonl") as s:
+        assert post(s.url, PATHS["anthropic"], body("anthropic", True))[0] == 200
+        status, raw, _ = post(s.url, PATHS["anthropic"], body("anthropic", True))
+    assert status == 400
+    err = json.loads(raw)["error"]
+    assert err["type"] == "invalid_request_error"
+    assert err["message"].startswith("optarena proxy: call budget exhausted (1 of 1 calls made)")
+    assert len(fake.served) == 1  # the refused call never reached the upstream
+    assert s.refusals and s.usage().calls == 1
+
+
+def test_upstream_errors_pass_through_and_are_recorded(tmp_path: Path) -> None:
+    with (
+        FakeModelServer(make_script("upstream-error")) as bad,
+        MeteredSession(bad.url, ProxyLimits(), tmp_path / "c.jsonl") as s,
+    ):
+        status, raw, _ = post(s.url, PATHS["responses"], body("responses", True))
+    assert status == 500 and b"scripted upstream failure" in raw
+    [c] = s.meter.calls
+    assert c.status == 500 and c.error and "scripted upstream failure" in c.error
+    assert c.input_tokens is None  # a failed call spent nothing we know of
+    assert s.usage().cost_usd == 0
+
+
+def test_unreachable_upstream_is_a_502_in_the_clients_dialect(tmp_path: Path) -> None:
+    with MeteredSession("http://127.0.0.1:9", ProxyLimits(), tmp_path / "c.jsonl") as s:
+        status, raw, _ = post(s.url, PATHS["anthropic"], body("anthropic", False))
+    assert status == 502
+    assert json.loads(raw)["type"] == "error"
+    assert s.meter.calls[0].error and "unreachable" in s.meter.calls[0].error
+
+
+def test_calls_reach_the_ledger_and_keys_are_never_stored(
+    fake: FakeModelServer, tmp_path: Path
+) -> None:
+    from optarena.ledger import Ledger
+    from optarena.proxy import calls_of
+
+    ledger = Ledger.open(tmp_path / "ledger")
+    ledger._conn.execute("PRAGMA foreign_keys = OFF")  # no trial row: this tests the table only
+    log = tmp_path / "calls.jsonl"
+    with MeteredSession(fake.url, ProxyLimits(), log, ledger=ledger, trial_id="t1") as s:
+        for api in PATHS:
+            post(s.url, PATHS[api], body(api, True))
+    rows = calls_of(ledger, "t1")
+    assert [r.api for r in rows] == ["anthropic", "responses", "chat"]
+    assert all(isinstance(r, CallRecord) and r.input_tokens == 12 for r in rows)
+    dump = sqlite3.connect(ledger.db_path).execute("SELECT * FROM api_calls").fetchall()
+    assert SECRET not in repr(dump) and SECRET not in log.read_text()
+    ledger.close()
