@@ -72,7 +72,7 @@ class CliAgentOptions(BaseModel):
 
 def _coerce(key: str, raw: str, kind: Any) -> Any:
     text = raw.strip()
-    if text[:1] in "[{":
+    if kind in (list, dict) and text[:1] in "[{":
         try:
             return json.loads(text)
         except ValueError as e:

@@ -1,0 +1,87 @@
+"""The codex runner: command line with the proxy as a custom model provider, MCP overrides,
+credentials, and a run with a stand-in executable replaying a recorded Codex stream."""
+
+from __future__ import annotations
+
+import stat
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from optarena.agents import AgentLimits, create_runner
+from optarena.agents.codex import CodexOptions, CodexRunner
+from optarena.errors import OptarenaError
+from optarena.fakemodel import FakeModelServer, make_script
+
+DATA = Path(__file__).parent / "data"
+
+
+def overrides(argv: list[str]) -> dict[str, object]:
+    """The -c overrides, parsed back as TOML the way Codex reads them."""
+    pairs = [argv[i + 1] for i, a in enumerate(argv) if a == "-c"]
+    return tomllib.loads("\n".join(pairs))
+
+
+def test_proxy_is_a_custom_responses_provider(tmp_path: Path) -> None:
+    r = create_runner(
+        "codex",
+        {
+            "model": "gpt-5.5",
+            "max_retries": "0",
+            "mcp_servers": '{"tools": {"command": "python3", "args": ["-m", "srv"]}}',
+            "config": 'model_reasoning_effort="low"',
+        },
+    )
+    argv = r.command("codex", tmp_path, "go", AgentLimits(), "http://127.0.0.1:7")
+    assert argv[:4] == ["codex", "exec", "--json", "--skip-git-repo-check"]
+    assert argv[-2:] == ["--", "go"]
+    assert "--sandbox" in argv and argv[argv.index("--sandbox") + 1] == "workspace-write"
+    assert argv[argv.index("--cd") + 1] == str(tmp_path)
+    cfg = overrides(argv)
+    assert cfg["model_provider"] == "optarena"
+    assert cfg["model_providers"] == {
+        "optarena": {
+            "name": "optarena metering proxy",
+            "base_url": "http://127.0.0.1:7/v1",
+            "env_key": "OPENAI_API_KEY",
+            "wire_api": "responses",
+            "request_max_retries": 0,
+            "stream_max_retries": 0,
+        }
+    }
+    assert cfg["mcp_servers"] == {"tools": {"command": "python3", "args": ["-m", "srv"]}}
+    assert cfg["model_reasoning_effort"] == "low"
+
+
+def test_bypass_and_no_proxy(tmp_path: Path) -> None:
+    r = CodexRunner(CodexOptions(bypass_sandbox=True, meter=False))
+    argv = r.command("codex", tmp_path, "go", AgentLimits(), None)
+    assert "--dangerously-bypass-approvals-and-sandbox" in argv and "--sandbox" not in argv
+    assert "model_provider" not in overrides(argv)
+    assert r.environment(tmp_path / "h", None) == {"CODEX_HOME": str(tmp_path / "h")}
+    assert CodexRunner(CodexOptions(user_config=True)).environment(None, None) == {}
+
+
+def test_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MY_KEY", raising=False)
+    with pytest.raises(OptarenaError, match="set MY_KEY"):
+        CodexRunner(CodexOptions(bin="/bin/true", env_key="MY_KEY")).check_available()
+
+
+def test_run_with_a_recorded_stream_prices_known_models(tmp_path: Path) -> None:
+    exe = tmp_path / "codex"
+    exe.write_text(f"#!/bin/sh\ncat {DATA / 'codex_success.jsonl'}\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    (tmp_path / "ws").mkdir()
+    with FakeModelServer(make_script("hello")) as fake:
+        known = CodexRunner(CodexOptions(bin=str(exe), upstream=fake.url, model="gpt-5"))
+        out = known.run(tmp_path / "ws", "go", AgentLimits(wall_s=30), tmp_path / "a" / "logs")
+        unknown = CodexRunner(CodexOptions(bin=str(exe), upstream=fake.url, model="gpt-x"))
+        out2 = unknown.run(tmp_path / "ws", "go", AgentLimits(wall_s=30), tmp_path / "b" / "logs")
+    assert out.status == "completed"
+    assert out.session_id == "01a23699-925d-7281-b1b0-91ed2ae23c12"
+    # gpt-5: 1600 uncached x $1.25 + 8300 cached x $0.125 + 1060 out x $10, per million
+    assert out.usage.cost_usd == pytest.approx((1600 * 1.25 + 8300 * 0.125 + 1060 * 10) / 1e6)
+    assert out2.usage.cost_usd is None  # unknown model: unknown cost, never a guess
+    assert out.extra["codex"]["files_changed"] == ["/tmp/exp/ws2/solution.py"]
