@@ -35,18 +35,18 @@ def test_an_added_migration_upgrades_an_existing_ledger(
         ledger.begin_trial(running_record("t1"))
     extra = Migration(
         SCHEMA_VERSION + 1,
-        "api_calls",
-        ("CREATE TABLE api_calls (trial_id TEXT NOT NULL REFERENCES trials (id), tokens INT)",),
+        "extension_rows",
+        ("CREATE TABLE extension_rows (trial_id TEXT NOT NULL REFERENCES trials (id), n INT)",),
     )
     monkeypatch.setattr(schema, "MIGRATIONS", (*schema.MIGRATIONS, extra))
     monkeypatch.setattr(schema, "SCHEMA_VERSION", extra.version)
     with Ledger(tmp_path) as ledger:
         assert ledger.schema_version == extra.version
         with ledger.transaction() as c:
-            c.execute("INSERT INTO api_calls VALUES ('t1', 12)")
+            c.execute("INSERT INTO extension_rows VALUES ('t1', 12)")
         assert ledger.get("t1").id == "t1"  # old rows intact
         names = [r[0] for r in ledger._conn.execute("SELECT name FROM schema_migrations")]
-        assert names[-1] == "api_calls"
+        assert names[-1] == "extension_rows"
 
 
 def test_a_failing_migration_changes_nothing(

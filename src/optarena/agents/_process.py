@@ -2,8 +2,11 @@
 
 Output goes to files, never to pipes: a grandchild that inherits stdout and outlives its parent
 cannot keep us waiting for an EOF that never comes. When the agent exits, times out or we are
-interrupted, its whole process group is killed (`optarena.sandbox.kill_tree`), so nothing it
-started keeps changing the workspace after the delivery is captured.
+interrupted, its whole process group is killed (`optarena.sandbox.kill_tree`), and on a timeout
+or interruption also every descendant that left the group (`setsid`) but still descends from
+the agent. A daemon that was already orphaned when the agent ended cannot be found this way
+(that takes a cgroup or a dedicated uid); the delivery is copied out of the workspace before
+judging, so such a straggler cannot change what is judged.
 
 CPU time comes from the OS: the difference in `getrusage(RUSAGE_CHILDREN)` across the run, i.e.
 user + system time of the agent's process and of every descendant that was reaped (by its
@@ -14,7 +17,10 @@ lifecycle runs one agent at a time).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import resource
+import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -33,6 +39,61 @@ class ProcessResult:
     timed_out: bool
     wall_s: float
     cpu_s: float | None
+
+
+def _proc_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, start time in ticks) of every visible process (Linux; else {})."""
+    out: dict[int, tuple[int, int]] = {}
+    try:
+        names = [n for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return out
+    for name in names:
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                raw = f.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        out[int(name)] = (int(fields[1]), int(fields[19]))
+    return out
+
+
+def descendants(root: int) -> dict[int, int]:
+    """Every live descendant of `root` by parent links (pid -> start ticks), including those
+    that left its process group with `setsid`; taken while `root` still lives."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _start) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found: dict[int, int] = {}
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found[child] = table[child][1]
+                todo.append(child)
+    return found
+
+
+def _signal_known(pids: dict[int, int], sig: int) -> None:
+    """Signal the processes of a snapshot that are still the same processes (start ticks)."""
+    table = _proc_table()
+    for pid, start in pids.items():
+        if pid in table and table[pid][1] == start:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+
+def end_tree(proc: subprocess.Popen[bytes], grace_s: float = 0.0) -> None:
+    """End the agent's group via `kill_tree`, and the descendants that left the group while
+    their parent chain still led to the agent (snapshot first: a SIGTERM that ends the agent
+    orphans them). SIGTERM with `grace_s` to all of them first when given."""
+    escaped = descendants(proc.pid) if proc.poll() is None else {}
+    if grace_s > 0 and escaped:
+        _signal_known(escaped, signal.SIGTERM)
+    kill_tree(proc, grace_s=grace_s)
+    _signal_known(escaped, signal.SIGKILL)
 
 
 def _children_cpu() -> float:
@@ -57,13 +118,12 @@ def run_logged(
         proc = spawn(argv, cwd=cwd, env=env, stdout=out, stderr=err)
     timed_out = False
     try:
-        try:
-            proc.wait(timeout=wall_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            kill_tree(proc, grace_s=grace_s)
+        proc.wait(timeout=wall_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
     finally:
-        kill_tree(proc)  # what the agent left running in its group ends with it
+        # On exit too: what the agent left running in its group ends with it.
+        end_tree(proc, grace_s if timed_out else 0.0)
     wall = time.monotonic() - t0
     cpu = _children_cpu() - cpu0
     return ProcessResult(

@@ -1,4 +1,4 @@
-"""`optarena judge` and `optarena demo`."""
+"""`optarena judge` and `optarena demo` (the demo pipeline lives in `_trials.run_demo`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from optarena.cli._app import app, console, err_console
-from optarena.cli._render import judge_summary, verdict_markup
+from optarena.cli._render import judge_summary
 from optarena.judge import JudgeOptions, judge
 from optarena.tasks import resolve_task
 
@@ -38,14 +38,16 @@ def judge_cmd(
 
 
 @app.command("demo")
-def demo_cmd() -> None:
-    """Offline demo: judge a correct and a wrong built-in candidate of rmsnorm."""
-    t = resolve_task("rmsnorm")
-    for name in ("optimized", "missing-eps"):
-        control = next(c for c in t.spec.controls if c.name == name)
-        with err_console.status(f"judging control '{name}'"):
-            result = judge(t, t.root / control.dir)
-        console.print(f"\n[bold]rmsnorm / {name}[/]: {verdict_markup(result.verdict)}")
-        console.print(judge_summary(result))
-        for reason in result.reasons[:5]:
-            console.print(f"  [red]-[/] {reason[:300]}")
+def demo_cmd(
+    ledger_dir: Annotated[
+        Path | None, typer.Option("--ledger", help="ledger directory (default: the user's)")
+    ] = None,
+    budget_s: Annotated[
+        float, typer.Option("--budget-s", min=0.1, help="measurement budget per trial (s)")
+    ] = 2.0,
+) -> None:
+    """Offline demo of the whole pipeline: replay trials of rmsnorm's reference candidate and
+    of a wrong control (missing eps), both judged and recorded in the ledger."""
+    from optarena.cli._trials import run_demo
+
+    run_demo(ledger_dir, budget_s)

@@ -82,7 +82,7 @@ class Ledger:
     """One ledger directory: `ledger.db`, `artifacts/`, `work/` (see `optarena.ledger`)."""
 
     def __init__(self, home: Path) -> None:
-        self.home = Path(home)
+        self.home = Path(home).absolute()
         self.home.mkdir(parents=True, exist_ok=True)
         self.db_path = self.home / DB_NAME
         self.store = ArtifactStore(self.home / ARTIFACTS_DIR)

@@ -1,0 +1,242 @@
+"""`optarena run`, `optarena trials`, `optarena trial show|rejudge`, and the demo pipeline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from optarena.agents import AgentLimits, known_runners
+from optarena.cli._app import app, console, err_console
+from optarena.cli._render import verdict_markup
+from optarena.cli._trial_views import (
+    PhaseView,
+    artifact_paths,
+    judgements_table,
+    show_lines,
+    trials_table,
+)
+from optarena.errors import OptarenaError
+from optarena.ledger import Ledger, TrialRecord
+from optarena.runs import TrialConfig, rejudge, run_trial
+from optarena.tasks import resolve_task
+
+trial_app = typer.Typer(help="Inspect and re-judge recorded trials.", no_args_is_help=True)
+app.add_typer(trial_app, name="trial")
+
+LedgerOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--ledger",
+        help="ledger directory (default: $OPTARENA_LEDGER, else ~/.local/share/optarena)",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
+NoMeasureOpt = Annotated[
+    bool, typer.Option("--no-measure", help="correctness only, no speed measurement")
+]
+BudgetOpt = Annotated[
+    float | None, typer.Option("--budget-s", min=0.1, help="measurement budget (s)")
+]
+
+
+def parse_pairs(values: list[str], option: str) -> dict[str, str]:
+    """`k=v` options into a dict; a missing `=` is bad input naming the option."""
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise OptarenaError(f"{option} '{item}': expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def _agent_and_args(
+    agent: str | None, command: str | None, agent_args: list[str]
+) -> tuple[str, dict[str, str]]:
+    args = parse_pairs(agent_args, "--agent-arg")
+    if command is not None:
+        if agent not in (None, "command"):
+            raise OptarenaError(f"--command is for the 'command' agent, not '{agent}'")
+        return "command", {**args, "command": command}
+    if agent is None:
+        raise OptarenaError(f"pass --agent NAME (known: {', '.join(known_runners())})")
+    return agent, args
+
+
+def _summary(record: TrialRecord, ledger: Ledger) -> None:
+    console.print(
+        f"trial [bold]{record.id}[/]: agent {record.agent.label} {record.agent_status}; "
+        f"verdict {verdict_markup(record.verdict or '-')}"
+    )
+    for reason in record.reasons[:8]:
+        console.print(f"  [red]-[/] {escape(reason[:300])}")
+    console.print(f"  recorded in {ledger.db_path}; details: optarena trial show {record.id}")
+
+
+@app.command("run")
+def run_cmd(
+    task: Annotated[str, typer.Option("--task", help="built-in task id or task directory")],
+    agent: Annotated[
+        str | None, typer.Option("--agent", help="runner name or module:Class")
+    ] = None,
+    command: Annotated[
+        str | None, typer.Option("--command", help="template for the 'command' agent")
+    ] = None,
+    agent_arg: Annotated[
+        list[str] | None, typer.Option("--agent-arg", help="runner option KEY=VALUE")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="agent wall time (s)")
+    ] = 1800.0,
+    workspace: Annotated[Path | None, typer.Option("--workspace", help="agent workspace")] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="replace a non-empty workspace")
+    ] = False,
+    label: Annotated[
+        list[str] | None, typer.Option("--label", help="condition label KEY=VALUE")
+    ] = None,
+    no_measure: NoMeasureOpt = False,
+    budget_s: BudgetOpt = None,
+    ledger_dir: LedgerOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run an agent on a task in a fresh workspace; judge and record what it delivered.
+    Exit 0 accepted, 1 rejected, 2 bad input, 130 interrupted."""
+    name, args = _agent_and_args(agent, command, agent_arg or [])
+    config = TrialConfig(
+        task=resolve_task(task),
+        agent=name,
+        agent_args=args,
+        limits=AgentLimits(wall_s=timeout),
+        labels=parse_pairs(label or [], "--label"),
+        workspace=workspace,
+        overwrite=overwrite,
+        measure=not no_measure,
+        budget_s=budget_s,
+    )
+    with Ledger.open(ledger_dir) as ledger:
+        view = PhaseView(err_console, f"{config.task.id} / {name}")
+        try:
+            record = run_trial(config, ledger, progress=view)
+        finally:
+            view.stop()
+        if as_json:
+            print(record.model_dump_json(indent=2))
+        else:
+            _summary(record, ledger)
+    raise typer.Exit(0 if record.verdict == "accepted" else 1)
+
+
+@app.command("trials")
+def trials_cmd(
+    task: Annotated[str | None, typer.Option("--task", help="only this task id")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="only this agent name")] = None,
+    status: Annotated[
+        str | None,
+        typer.Option("--status", help="agent status (completed, timeout, ...) or trial state"),
+    ] = None,
+    verdict: Annotated[str | None, typer.Option("--verdict", help="accepted | rejected")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="newest N trials")] = 50,
+    ledger_dir: LedgerOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Recorded trials, newest first."""
+    with Ledger.open(ledger_dir) as ledger:
+        records = ledger.trials(task=task, agent=agent, status=status, verdict=verdict, limit=limit)
+        if as_json:
+            print(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
+            return
+        if not records:
+            console.print(f"no trials match in {ledger.db_path}")
+            return
+        console.print(trials_table(records))
+
+
+@trial_app.command("show")
+def show_cmd(
+    trial: Annotated[str, typer.Argument(help="trial id or a unique prefix")],
+    ledger_dir: LedgerOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Everything recorded about one trial, with the paths of its logs and artifacts."""
+    with Ledger.open(ledger_dir) as ledger:
+        record = ledger.get(trial)
+        judgements = ledger.judgements(record.id)
+        paths = artifact_paths(ledger, record)
+        if as_json:
+            data = {
+                "trial": record.model_dump(mode="json"),
+                "judgements": [j.model_dump(mode="json") for j in judgements],
+                "artifact_paths": paths,
+            }
+            print(json.dumps(data, indent=2))
+            return
+        for line in show_lines(record):
+            console.print(line)
+        if judgements:
+            console.print(judgements_table(judgements))
+        for name, path in paths.items():
+            console.print(f"  {name:<18} {path}")
+
+
+@trial_app.command("rejudge")
+def rejudge_cmd(
+    trial: Annotated[str, typer.Argument(help="trial id or a unique prefix")],
+    no_measure: NoMeasureOpt = False,
+    budget_s: BudgetOpt = None,
+    ledger_dir: LedgerOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Judge a trial's stored candidate again; adds a judgement, keeps the earlier ones."""
+    with Ledger.open(ledger_dir) as ledger:
+        with err_console.status(f"re-judging {trial}") as status:
+            record, judgement, notes = rejudge(
+                ledger,
+                trial,
+                measure=not no_measure,
+                budget_s=budget_s,
+                progress=lambda msg, _f: status.update(f"re-judging {trial}: {msg}"),
+            )
+        if as_json:
+            print(judgement.model_dump_json(indent=2))
+        else:
+            for note in notes:
+                err_console.print(f"[yellow]note:[/] {note}")
+            console.print(judgements_table(ledger.judgements(record.id)))
+    raise typer.Exit(0 if judgement.verdict == "accepted" else 1)
+
+
+def run_demo(ledger_dir: Path | None = None, budget_s: float = 2.0) -> list[TrialRecord]:
+    """The offline pipeline: replay trials of rmsnorm's reference candidate and of a wrong
+    control, judged and recorded in the ledger; then the two rows."""
+    task = resolve_task("rmsnorm")
+    controls = {c.name: c for c in task.spec.controls}
+    records = []
+    with Ledger.open(ledger_dir) as ledger:
+        for name in ("optimized", "missing-eps"):
+            config = TrialConfig(
+                task=task,
+                agent="replay",
+                agent_args={"source": str(task.root / controls[name].dir)},
+                labels={"demo": name},
+                budget_s=budget_s,
+            )
+            err_console.print(f"[bold]replay of control '{name}'[/] (not an agent)")
+            view = PhaseView(err_console, f"rmsnorm / {name}")
+            try:
+                records.append(run_trial(config, ledger, progress=view))
+            finally:
+                view.stop()
+        console.print(trials_table(records))
+        for r in records:
+            codes = f" ({', '.join(r.reason_codes)})" if r.reason_codes else ""
+            console.print(
+                f"  {r.id}  {r.labels['demo']:<12} {escape(r.agent.label)}: "
+                f"{verdict_markup(r.verdict or '-')}{codes}"
+            )
+        console.print(f"recorded in {ledger.db_path}; `optarena trials` lists them")
+    return records

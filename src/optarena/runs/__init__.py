@@ -1,0 +1,23 @@
+"""Trials: one agent run on one task in a fresh workspace, judged and recorded in the ledger."""
+
+from optarena.runs._judging import OUT_OF_SCOPE, combine, judge_delivery
+from optarena.runs._rejudge import rejudge
+from optarena.runs._trial import Progress, TrialConfig, TrialHook, new_trial_id, run_trial
+from optarena.runs._workspace import Delivery, capture, check_workspace, init_repos, write_starter
+
+__all__ = [
+    "OUT_OF_SCOPE",
+    "Delivery",
+    "Progress",
+    "TrialConfig",
+    "TrialHook",
+    "capture",
+    "check_workspace",
+    "combine",
+    "init_repos",
+    "judge_delivery",
+    "new_trial_id",
+    "rejudge",
+    "run_trial",
+    "write_starter",
+]

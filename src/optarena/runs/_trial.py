@@ -1,0 +1,327 @@
+"""The trial lifecycle: fresh workspace -> agent -> delivery -> judge -> ledger.
+
+The ledger row is inserted as `running` before anything happens, and finished exactly once:
+`complete` in one transaction with everything, or `interrupted` (the start record plus the
+error) when anything stops the trial, including Ctrl-C and SIGTERM. A `kill -9` leaves the row
+`running` until the next `Ledger.open`, which finds its process gone and marks it interrupted.
+The agent's status and the judge's verdict are separate: a timed-out or crashed agent's
+delivered files are judged like any other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from optarena.agents import (
+    AgentLimits,
+    AgentOutcome,
+    AgentRunner,
+    RunContext,
+    create_runner,
+    runner_ref,
+)
+from optarena.errors import OptarenaError
+from optarena.identity import judge_sha256, runtime_fingerprint
+from optarena.ledger import (
+    AgentInfo,
+    Judgement,
+    JudgeSettings,
+    Ledger,
+    TaskInfo,
+    TrialRecord,
+    utc_now,
+)
+from optarena.ledger._ledger import process_start_ticks
+from optarena.runs._judging import JudgeFn, judge_delivery
+from optarena.runs._workspace import (
+    PROMPT_NAME,
+    Delivery,
+    capture,
+    check_workspace,
+    clear_dir,
+    init_repos,
+    write_starter,
+)
+from optarena.tasks import Task, unmet_requirements
+
+Progress = Callable[[str, str, str], None]  # (phase, "start" | "end" | "info", message)
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    """Everything a trial is asked to do, fixed before it starts."""
+
+    task: Task
+    agent: str  # a registered runner name or 'module:Class'
+    agent_args: Mapping[str, str] = field(default_factory=dict)
+    limits: AgentLimits = field(default_factory=AgentLimits)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    workspace: Path | None = None  # default: <ledger>/work/<trial id>/workspace
+    overwrite: bool = False
+    measure: bool = True
+    budget_s: float | None = None
+
+
+class TrialHook:
+    """Extension point around the agent phase (e.g. a metering proxy). Override what you need.
+
+    `before_agent` may put variables in `context.env` (runners pass them to the agent);
+    `after_agent` may return a changed outcome (e.g. with metered usage folded in).
+    """
+
+    def before_agent(self, context: RunContext) -> None:
+        return None
+
+    def after_agent(self, context: RunContext, outcome: AgentOutcome) -> AgentOutcome:
+        return outcome
+
+
+def new_trial_id() -> str:
+    """Ten random hex digits: short enough to type, unique without coordination (a clash is
+    refused by the ledger's primary key, never overwritten). Time order is `created_at`."""
+    return secrets.token_hex(5)
+
+
+class _Phases:
+    """Times the phases and reports them; remembers which one was running."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.times: dict[str, float] = {}
+        self.current = "start"
+        self._progress = progress
+
+    def info(self, message: str) -> None:
+        if self._progress:
+            self._progress(self.current, "info", message)
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[dict[str, str]]:
+        self.current = name
+        note: dict[str, str] = {"message": ""}
+        if self._progress:
+            self._progress(name, "start", "")
+        t0 = time.monotonic()
+        yield note
+        self.times[name] = round(time.monotonic() - t0, 4)
+        if self._progress:
+            self._progress(name, "end", note["message"])
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM ends the trial like Ctrl-C: agent tree killed, row marked interrupted."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _start_record(
+    trial_id: str, config: TrialConfig, runner: AgentRunner, workspace: Path
+) -> TrialRecord:
+    task = config.task
+    return TrialRecord(
+        id=trial_id,
+        state="running",
+        created_at=utc_now(),
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        pid_start=process_start_ticks(os.getpid()),
+        task=TaskInfo(
+            id=task.id, version=task.spec.version, sha256=task.sha256, root=str(task.root)
+        ),
+        agent=AgentInfo(
+            name=config.agent,
+            label=runner.label,
+            is_agent=runner.is_agent,
+            runner=runner_ref(type(runner)),
+            version=runner.version(),
+            model=runner.model(),
+            flags=runner.flags(),
+        ),
+        labels=dict(config.labels),
+        limits=config.limits,
+        judge_settings=JudgeSettings(measure=config.measure, budget_s=config.budget_s),
+        runtime=runtime_fingerprint(),
+        judge_sha256=judge_sha256(),
+        workspace=str(workspace),
+    )
+
+
+def run_trial(
+    config: TrialConfig,
+    ledger: Ledger,
+    *,
+    runner: AgentRunner | None = None,
+    hooks: Sequence[TrialHook] = (),
+    progress: Progress | None = None,
+    judge_fn: JudgeFn | None = None,
+) -> TrialRecord:
+    """Run one trial and record it; returns the completed record. Bad input raises
+    OptarenaError before anything is recorded; an interruption is recorded, then re-raised."""
+    unmet = unmet_requirements(config.task.spec.requirements)
+    if unmet:
+        raise OptarenaError(f"task {config.task.id} cannot run here: {'; '.join(unmet)}")
+    runner = runner or create_runner(config.agent, config.agent_args)
+    runner.check_available()
+    trial_id = new_trial_id()
+    work = ledger.work_dir(trial_id)
+    workspace = (config.workspace or work / "workspace").absolute()
+    check_workspace(workspace, config.overwrite, [ledger.home])
+    record = _start_record(trial_id, config, runner, workspace)
+    ledger.begin_trial(record)
+    phases = _Phases(progress)
+    try:
+        with _sigterm_interrupts():
+            return _execute(config, ledger, runner, record, work, phases, hooks, judge_fn)
+    except BaseException as e:
+        ledger.mark_interrupted(trial_id, f"during {phases.current}: {type(e).__name__}: {e}")
+        raise
+
+
+def _execute(
+    config: TrialConfig,
+    ledger: Ledger,
+    runner: AgentRunner,
+    record: TrialRecord,
+    work: Path,
+    phases: _Phases,
+    hooks: Sequence[TrialHook],
+    judge_fn: JudgeFn | None,
+) -> TrialRecord:
+    task, workspace = config.task, Path(record.workspace)
+    logs_dir, shadow = work / "logs", work / "shadow.git"
+    with phases("setup") as note:
+        workspace.mkdir(parents=True, exist_ok=True)
+        clear_dir(workspace)  # empty unless --overwrite was given (checked before the row)
+        logs_dir.mkdir(parents=True, exist_ok=True)
+        starter = write_starter(task, workspace)
+        baseline = init_repos(task, workspace, shadow)
+        prompt = (workspace / PROMPT_NAME).read_text(encoding="utf-8")
+        note["message"] = f"{workspace}: {', '.join(starter)}"
+    with phases("agent") as note:
+        outcome = _run_agent(runner, record, workspace, logs_dir, prompt, config, ledger, hooks)
+        note["message"] = f"{outcome.status}: {outcome.detail}"
+    with phases("capture") as note:
+        delivery = capture(task, workspace, shadow, baseline, work / "candidate")
+        artifacts = _store_delivery(ledger, delivery, work / "candidate", logs_dir, outcome)
+        note["message"] = _describe(delivery)
+    with phases("judge") as note:
+        judgement = judge_delivery(
+            task,
+            work / "candidate",
+            delivery.out_of_scope,
+            trial_id=record.id,
+            kind="trial",
+            settings=record.judge_settings,
+            store=ledger.store,
+            judge_fn=judge_fn,
+            progress=lambda msg, _frac: phases.info(msg),
+        )
+        note["message"] = judgement.verdict
+    final = _final_record(record, outcome, delivery, judgement, baseline, artifacts, phases)
+    ledger.finish_trial(final, judgement)
+    return final
+
+
+def _run_agent(
+    runner: AgentRunner,
+    record: TrialRecord,
+    workspace: Path,
+    logs_dir: Path,
+    prompt: str,
+    config: TrialConfig,
+    ledger: Ledger,
+    hooks: Sequence[TrialHook],
+) -> AgentOutcome:
+    context = RunContext(record.id, record.task.id, workspace, logs_dir, ledger=ledger)
+    for hook in hooks:
+        hook.before_agent(context)
+    runner.prepare(context)
+    outcome = runner.run(workspace, prompt, config.limits, logs_dir)
+    for hook in hooks:
+        outcome = hook.after_agent(context, outcome)
+    return outcome
+
+
+def _describe(delivery: Delivery) -> str:
+    if not delivery.changed:
+        return "no change"
+    text = f"{len(delivery.changed)} changed: " + ", ".join(c.path for c in delivery.changed)
+    if delivery.out_of_scope:
+        text += f" (out of scope: {', '.join(delivery.out_of_scope)})"
+    return text
+
+
+def _store_delivery(
+    ledger: Ledger, delivery: Delivery, candidate: Path, logs_dir: Path, outcome: AgentOutcome
+) -> dict[str, str]:
+    """Logs, the diff, the candidate tree and the agent's outcome into the artifact store."""
+    store = ledger.store
+    out = {
+        "diff": store.put_bytes(delivery.diff),
+        "candidate": store.put_tree(candidate, delivery.editable),
+        "outcome": store.put_text(outcome.model_dump_json(indent=2)),
+    }
+    for path in sorted(p for p in logs_dir.rglob("*") if p.is_file() and not p.is_symlink()):
+        out[f"logs/{path.relative_to(logs_dir).as_posix()}"] = store.put_file(path)
+    for name, raw in outcome.logs.items():
+        path = Path(raw)
+        if path.is_file() and not path.resolve().is_relative_to(logs_dir.resolve()):
+            out[f"logs/{name}"] = store.put_file(path)
+    return out
+
+
+def _final_record(
+    record: TrialRecord,
+    outcome: AgentOutcome,
+    delivery: Delivery,
+    judgement: Judgement,
+    baseline: str,
+    artifacts: dict[str, str],
+    phases: _Phases,
+) -> TrialRecord:
+    update: dict[str, Any] = {
+        "state": "complete",
+        "finished_at": utc_now(),
+        "agent_status": outcome.status,
+        "agent_exit_code": outcome.exit_code,
+        "agent_detail": outcome.detail,
+        "session_id": outcome.session_id,
+        "usage": outcome.usage,
+        "agent_wall_s": outcome.wall_s,
+        "agent_cpu_s": outcome.cpu_s,
+        "baseline_commit": baseline,
+        "candidate_sha256": judgement.candidate_sha256,
+        "changed": delivery.changed,
+        "out_of_scope": delivery.out_of_scope,
+        "verdict": judgement.verdict,
+        "reasons": judgement.reasons,
+        "reason_codes": judgement.reason_codes,
+        "metrics": judgement.metrics,
+        "phases_s": dict(phases.times),
+        "artifacts": {**artifacts, "judge": judgement.judge_json}
+        if judgement.judge_json
+        else artifacts,
+    }
+    # model_copy does not validate; the round trip through plain data does.
+    return TrialRecord.model_validate(record.model_copy(update=update).model_dump())

@@ -1,0 +1,164 @@
+"""A trial's workspace: starter files, the baseline commit, and what the agent delivered.
+
+The workspace gets its own git repository with the baseline committed (agents expect one).
+The delivery, though, is read through a second, private repository (`shadow.git`, outside the
+workspace) that has the same baseline commit and the workspace as its work tree: whatever the
+agent does to the workspace's `.git` (commit, reset, delete it), the exact diff against the
+baseline and the list of changed paths come from a repository it never saw.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from optarena.errors import OptarenaError
+from optarena.ledger import ChangedFile
+from optarena.ledger._models import ChangeKind
+from optarena.tasks import Task, in_scope
+
+PROMPT_NAME = "TASK.md"
+_EXCLUDES = "__pycache__/\n*.pyc\n*.pyo\n"
+_BASELINE_DATE = "2000-01-01T00:00:00+0000"  # fixed: the same task gives the same commit
+_GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "optarena",
+    "GIT_AUTHOR_EMAIL": "optarena@localhost",
+    "GIT_COMMITTER_NAME": "optarena",
+    "GIT_COMMITTER_EMAIL": "optarena@localhost",
+    "GIT_AUTHOR_DATE": _BASELINE_DATE,
+    "GIT_COMMITTER_DATE": _BASELINE_DATE,
+    "GIT_TERMINAL_PROMPT": "0",
+}
+_KINDS: dict[str, ChangeKind] = {"A": "added", "M": "modified", "D": "deleted", "T": "type_changed"}
+
+
+def git(args: list[str], *, cwd: Path, git_dir: Path | None = None) -> bytes:
+    """Run git with no user or system configuration; raise OptarenaError on failure."""
+    prefix = ["git", "-c", "core.quotepath=off"]
+    if git_dir is not None:
+        prefix += [f"--git-dir={git_dir}", f"--work-tree={cwd}"]
+    env = {**os.environ, **_GIT_ENV}
+    try:
+        proc = subprocess.run(
+            prefix + args, cwd=cwd, env=env, capture_output=True, timeout=300, check=False
+        )
+    except FileNotFoundError:
+        raise OptarenaError("trials need 'git' on PATH (apt install git)") from None
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip()
+        raise OptarenaError(f"git {' '.join(args[:2])} in {cwd} failed: {err[:400]}")
+    return proc.stdout
+
+
+def check_workspace(path: Path, overwrite: bool, protected: list[Path]) -> None:
+    """Refuse a non-empty directory unless told to overwrite, and never one that holds the
+    current directory, the home directory, a `protected` path, or someone else's git repo."""
+    if path.exists() and not path.is_dir():
+        raise OptarenaError(f"workspace {path} exists and is not a directory")
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    if not overwrite:
+        raise OptarenaError(f"workspace {path} is not empty; pass --overwrite to replace it")
+    real = path.resolve()
+    for keep in [Path.cwd(), Path.home(), *protected]:
+        if keep.resolve().is_relative_to(real):
+            raise OptarenaError(f"refusing to overwrite {path}: it contains {keep}")
+    if (real / ".git").exists() and not _is_our_repo(real):
+        raise OptarenaError(
+            f"refusing to overwrite {path}: it is a git repository optarena did not create"
+        )
+
+
+def _is_our_repo(path: Path) -> bool:
+    try:
+        return git(["config", "--get", "optarena.workspace"], cwd=path).strip() == b"true"
+    except OptarenaError:
+        return False
+
+
+def clear_dir(path: Path) -> None:
+    for child in path.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def write_starter(task: Task, workspace: Path) -> list[str]:
+    """The baseline's editable files plus TASK.md: what the agent starts from."""
+    files = task.editable_files(task.baseline_dir)
+    for rel in files:
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(task.baseline_dir / rel, workspace / rel)
+    shutil.copyfile(task.prompt_path, workspace / PROMPT_NAME)
+    return [*files, PROMPT_NAME]
+
+
+def _commit_baseline(workspace: Path, git_dir: Path | None, message: str) -> str:
+    exclude = (git_dir or workspace / ".git") / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    exclude.write_text(_EXCLUDES)
+    git(["add", "-A", "--", "."], cwd=workspace, git_dir=git_dir)
+    git(["commit", "-q", "--no-verify", "-m", message], cwd=workspace, git_dir=git_dir)
+    return git(["rev-parse", "HEAD"], cwd=workspace, git_dir=git_dir).decode().strip()
+
+
+def init_repos(task: Task, workspace: Path, shadow: Path) -> str:
+    """The workspace's own repository and the private shadow one, both at the baseline."""
+    message = f"baseline: {task.id} {task.spec.version}"
+    git(["init", "-q", "--initial-branch=main"], cwd=workspace)
+    git(["config", "optarena.workspace", "true"], cwd=workspace)
+    ours = _commit_baseline(workspace, None, message)
+    git(["init", "-q", "--bare", "--initial-branch=main", str(shadow)], cwd=workspace)
+    theirs = _commit_baseline(workspace, shadow, message)
+    if ours != theirs:
+        raise OptarenaError(
+            f"baseline commits differ ({ours} vs {theirs}): git is not reproducible"
+        )
+    return theirs
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What the agent left in the workspace, relative to the baseline commit."""
+
+    changed: list[ChangedFile]
+    diff: bytes
+    editable: list[str]
+
+    @property
+    def out_of_scope(self) -> list[str]:
+        return [c.path for c in self.changed if not c.in_scope]
+
+
+def parse_name_status(raw: bytes, editable: list[str]) -> list[ChangedFile]:
+    """`git diff --name-status -z --no-renames` output -> changed files with their scope."""
+    parts = raw.decode("utf-8", errors="surrogateescape").split("\0")
+    out = []
+    for status, path in zip(parts[0::2], parts[1::2], strict=False):
+        if not status:
+            continue
+        kind = _KINDS.get(status[0], "modified")
+        out.append(ChangedFile(path=path, change=kind, in_scope=in_scope(path, editable)))
+    return out
+
+
+def capture(task: Task, workspace: Path, shadow: Path, baseline: str, dest: Path) -> Delivery:
+    """Stage everything in the shadow repo, diff against the baseline, and copy the editable
+    files to `dest` (the candidate that is judged and stored)."""
+    workspace.mkdir(parents=True, exist_ok=True)  # an agent that deleted it delivered nothing
+    git(["add", "-A", "--", "."], cwd=workspace, git_dir=shadow)
+    base = ["diff", "--cached", "--no-renames", "--no-ext-diff", "--no-textconv", baseline]
+    names = git([*base, "--name-status", "-z"], cwd=workspace, git_dir=shadow)
+    diff = git([*base, "--binary", "--full-index"], cwd=workspace, git_dir=shadow)
+    files = task.editable_files(workspace)
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel in files:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(workspace / rel, dest / rel)
+    return Delivery(parse_name_status(names, task.spec.editable), diff, files)

@@ -1,0 +1,96 @@
+"""Fixtures for trial tests: a private ledger, scripted shell agents, ledger consistency checks."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from optarena.agents import AgentLimits
+from optarena.judge import JudgeResult
+from optarena.ledger import Ledger, TrialRecord
+from optarena.runs import TrialConfig, run_trial
+from optarena.tasks import Task, resolve_task
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    with Ledger(tmp_path / "ledger") as led:
+        yield led
+
+
+@pytest.fixture(scope="session")
+def rmsnorm() -> Task:
+    return resolve_task("rmsnorm")
+
+
+@pytest.fixture
+def control(rmsnorm: Task) -> Callable[[str], Path]:
+    """The directory of an rmsnorm control by name ('optimized', 'missing-eps', ...)."""
+    dirs = {c.name: rmsnorm.root / c.dir for c in rmsnorm.spec.controls}
+    return lambda name: dirs[name]
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Callable[[str], str]:
+    """A scripted shell agent: the body becomes a script; returns the --command template."""
+    counter = itertools.count()
+
+    def make(body: str) -> str:
+        script = tmp_path / f"agent-{next(counter)}.sh"
+        script.write_text("set -e\n" + body + "\n")
+        return f"sh {script}"
+
+    return make
+
+
+@pytest.fixture
+def trial(ledger: Ledger, rmsnorm: Task) -> Callable[..., TrialRecord]:
+    """Run a `command` trial (correctness only) and check the ledger agrees with its record."""
+
+    def run(command: str, wall_s: float = 30.0, **kw: Any) -> TrialRecord:
+        config = TrialConfig(
+            task=kw.pop("task", rmsnorm),
+            agent="command",
+            agent_args={"command": command, **kw.pop("agent_args", {})},
+            limits=AgentLimits(wall_s=wall_s),
+            measure=False,
+            **kw,
+        )
+        record = run_trial(config, ledger)
+        check_recorded(ledger, record)
+        return record
+
+    return run
+
+
+@pytest.fixture
+def check() -> Callable[[Ledger, TrialRecord], None]:
+    return check_recorded
+
+
+def check_recorded(ledger: Ledger, record: TrialRecord) -> None:
+    """The ledger holds exactly this complete record, its judgement and its artifacts."""
+    assert record.state == "complete"
+    assert ledger.get(record.id) == record
+    (judgement,) = ledger.judgements(record.id)
+    assert (judgement.kind, judgement.verdict) == ("trial", record.verdict)
+    assert judgement.reason_codes == record.reason_codes
+    rows = ledger._conn.execute(
+        "SELECT name, sha256 FROM trial_artifacts WHERE trial_id = ?", (record.id,)
+    ).fetchall()
+    assert {r["name"]: r["sha256"] for r in rows} == record.artifacts
+    for sha in record.artifacts.values():
+        ledger.store.read_bytes(sha)  # present and intact
+    result = JudgeResult.model_validate_json(ledger.store.read_bytes(record.artifacts["judge"]))
+    assert result.candidate.sha256 == record.candidate_sha256
+    assert set(record.phases_s) == {"setup", "agent", "capture", "judge"}
+    row = ledger._conn.execute("SELECT * FROM trials WHERE id = ?", (record.id,)).fetchone()
+    assert (row["state"], row["verdict"], row["agent_status"]) == (
+        "complete",
+        record.verdict,
+        record.agent_status,
+    )

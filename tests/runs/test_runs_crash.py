@@ -1,0 +1,104 @@
+"""A trial that is interrupted or crashes leaves a complete row or an `interrupted` one, never a
+half-written one: in-process failures, SIGTERM, and a kill -9 of the optarena process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from optarena.judge import JudgeOptions, JudgeResult
+from optarena.ledger import Ledger, TrialRecord
+from optarena.runs import TrialConfig, run_trial
+from optarena.tasks import Task
+
+
+def _assert_interrupted(record: TrialRecord, during: str) -> None:
+    assert record.state == "interrupted" and record.finished_at is not None
+    assert record.error is not None and record.error.startswith(f"during {during}:")
+    # nothing of the unfinished trial is presented as a result
+    assert record.verdict is None and record.agent_status is None
+    assert record.artifacts == {} and record.phases_s == {}
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), RuntimeError("judge blew up")])
+def test_a_failure_while_judging_marks_the_row_interrupted(
+    ledger: Ledger, rmsnorm: Task, exc: BaseException
+) -> None:
+    def exploding_judge(task: Task, cand: Path, options: JudgeOptions) -> JudgeResult:
+        raise exc
+
+    config = TrialConfig(task=rmsnorm, agent="command", agent_args={"command": "true"})
+    with pytest.raises(type(exc)):
+        run_trial(config, ledger, judge_fn=exploding_judge)
+    (record,) = ledger.trials()
+    _assert_interrupted(record, "judge")
+    assert type(exc).__name__ in (record.error or "")
+    assert ledger.judgements(record.id) == []
+    rows = ledger._conn.execute("SELECT COUNT(*) FROM trial_artifacts").fetchone()[0]
+    assert rows == 0
+
+
+def _start_cli_trial(tmp_path: Path, agent: Callable[[str], str]) -> subprocess.Popen[bytes]:
+    marker = tmp_path / "agent.pid"
+    command = agent(f"echo $$ > {marker}.tmp; mv {marker}.tmp {marker}; sleep 300")
+    argv = [sys.executable, "-m", "optarena", "run", "--task", "rmsnorm", "--command", command]
+    argv += ["--no-measure", "--ledger", str(tmp_path / "ledger")]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+        assert time.monotonic() < deadline, "the agent never started"
+        time.sleep(0.05)
+    return proc
+
+
+def _dead(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
+    tmp_path: Path, agent: Callable[[str], str]
+) -> None:
+    proc = _start_cli_trial(tmp_path, agent)
+    agent_pid = int((tmp_path / "agent.pid").read_text())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 130
+    deadline = time.monotonic() + 5
+    while not _dead(agent_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _dead(agent_pid)
+    with Ledger(tmp_path / "ledger") as ledger:
+        (record,) = ledger.trials()
+        _assert_interrupted(record, "agent")
+        assert "KeyboardInterrupt" in (record.error or "")
+
+
+def test_kill_9_leaves_running_until_the_next_open_marks_it_interrupted(
+    tmp_path: Path, agent: Callable[[str], str]
+) -> None:
+    proc = _start_cli_trial(tmp_path, agent)
+    agent_pid = int((tmp_path / "agent.pid").read_text())
+    try:
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        os.killpg(agent_pid, signal.SIGKILL)  # its own session: nobody else will end it
+    with Ledger(tmp_path / "ledger") as raw:
+        (record,) = raw.trials()
+        assert record.state == "running"  # the start record, untouched: not half-written
+        assert record.verdict is None and record.artifacts == {}
+    with Ledger.open(tmp_path / "ledger") as ledger:
+        (record,) = ledger.trials()
+        assert record.state == "interrupted"
+        assert f"process {proc.pid} ended without finishing" in (record.error or "")

@@ -1,0 +1,109 @@
+"""Trial hooks (how a metering proxy plugs in) and re-judging a recorded trial."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from optarena.agents import AgentLimits, AgentOutcome, RunContext
+from optarena.errors import OptarenaError
+from optarena.judge import JudgeOptions, JudgeResult
+from optarena.ledger import Ledger, TrialRecord
+from optarena.runs import TrialConfig, TrialHook, rejudge, run_trial
+from optarena.tasks import Task
+
+
+class FakeMeter(TrialHook):
+    """Stands in for a metering proxy: an address for the agent, usage folded in after."""
+
+    def __init__(self) -> None:
+        self.seen: RunContext | None = None
+
+    def before_agent(self, context: RunContext) -> None:
+        self.seen = context
+        context.env["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"
+
+    def after_agent(self, context: RunContext, outcome: AgentOutcome) -> AgentOutcome:
+        usage = outcome.usage.model_copy(update={"source": "metered", "calls": 3})
+        return outcome.model_copy(update={"usage": usage})
+
+
+def test_a_hook_reaches_the_agent_and_reports_metered_usage(
+    ledger: Ledger, rmsnorm: Task, agent: Callable[[str], str]
+) -> None:
+    meter = FakeMeter()
+    command = agent('echo "$OPENAI_BASE_URL"')
+    config = TrialConfig(
+        task=rmsnorm, agent="command", agent_args={"command": command}, measure=False
+    )
+    rec = run_trial(config, ledger, hooks=[meter])
+    assert meter.seen is not None and meter.seen.trial_id == rec.id
+    assert meter.seen.ledger is ledger  # a runner or hook records per-call rows against it
+    stdout = ledger.store.read_text(rec.artifacts["logs/stdout.log"])
+    assert stdout == "http://127.0.0.1:9/v1\n"
+    assert rec.usage.source == "metered" and rec.usage.calls == 3
+    assert rec.usage.input_tokens is None
+    assert ledger.get(rec.id).usage == rec.usage
+
+
+def _recorded(ledger: Ledger, task: Task, source: Path) -> TrialRecord:
+    config = TrialConfig(
+        task=task,
+        agent="replay",
+        agent_args={"source": str(source)},
+        limits=AgentLimits(wall_s=30),
+        measure=False,
+    )
+    return run_trial(config, ledger)
+
+
+def test_rejudge_adds_a_judgement_and_keeps_the_first(
+    ledger: Ledger, rmsnorm: Task, control: Callable[[str], Path]
+) -> None:
+    rec = _recorded(ledger, rmsnorm, control("optimized"))
+    trial, judgement, notes = rejudge(ledger, rec.id[:6], measure=False)
+    assert trial == rec and notes == []
+    assert judgement.kind == "rejudge" and judgement.verdict == "accepted"
+    assert judgement.candidate_sha256 == rec.candidate_sha256
+    first, second = ledger.judgements(rec.id)
+    assert (first.kind, second.kind) == ("trial", "rejudge")
+    assert first.seed != second.seed  # a fresh secret seed: new inputs
+    assert ledger.get(rec.id) == rec  # the trial row itself never changes
+
+
+def test_rejudge_keeps_an_out_of_scope_trial_rejected(
+    ledger: Ledger, rmsnorm: Task, control: Callable[[str], Path], tmp_path: Path
+) -> None:
+    src = tmp_path / "cand"
+    src.mkdir()
+    (src / "solution.py").write_bytes((control("optimized") / "solution.py").read_bytes())
+    (src / "extra.py").write_text("x = 1\n")
+    rec = _recorded(ledger, rmsnorm, src)
+    assert rec.out_of_scope == ["extra.py"]
+    _, judgement, _ = rejudge(ledger, rec.id, measure=True)
+    assert judgement.verdict == "rejected" and judgement.reason_codes == ["out_of_scope"]
+    assert judgement.metrics is None
+
+
+def test_rejudge_notes_a_changed_task_and_refuses_unfinished_trials(
+    ledger: Ledger, task_copy: Callable[..., Task], control: Callable[[str], Path]
+) -> None:
+    task = task_copy("rmsnorm")
+    rec = _recorded(ledger, task, control("optimized"))
+    with (task.root / "TASK.md").open("a") as f:
+        f.write("\nOne more rule.\n")
+    _, judgement, notes = rejudge(ledger, rec.id, measure=False)
+    assert "changed since the trial" in notes[0]
+    assert judgement.task_sha256 != rec.task.sha256
+
+    def interrupt(task: Task, cand: Path, options: JudgeOptions) -> JudgeResult:
+        raise KeyboardInterrupt
+
+    config = TrialConfig(task=task, agent="command", agent_args={"command": "true"})
+    with pytest.raises(KeyboardInterrupt):
+        run_trial(config, ledger, judge_fn=interrupt)
+    broken = ledger.trials(status="interrupted")[0]
+    with pytest.raises(OptarenaError, match="interrupted: no delivered candidate"):
+        rejudge(ledger, broken.id)
