@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentLimits, AgentOutcome, RunContext
+from optarena.agents import AgentLimits, AgentOutcome, RunContext, Usage
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
 from optarena.ledger import Ledger, TrialRecord
@@ -26,8 +26,8 @@ class FakeMeter(TrialHook):
         context.env["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"
 
     def after_agent(self, context: RunContext, outcome: AgentOutcome) -> AgentOutcome:
-        usage = outcome.usage.model_copy(update={"source": "metered", "calls": 3})
-        return outcome.model_copy(update={"usage": usage})
+        metered = Usage(source="metered", calls=3, input_tokens=1200)
+        return outcome.model_copy(update={"metered_usage": metered})
 
 
 def test_a_hook_reaches_the_agent_and_reports_metered_usage(
@@ -43,9 +43,9 @@ def test_a_hook_reaches_the_agent_and_reports_metered_usage(
     assert meter.seen.ledger is ledger  # a runner or hook records per-call rows against it
     stdout = ledger.store.read_text(rec.artifacts["logs/stdout.log"])
     assert stdout == "http://127.0.0.1:9/v1\n"
-    assert rec.usage.source == "metered" and rec.usage.calls == 3
-    assert rec.usage.input_tokens is None
-    assert ledger.get(rec.id).usage == rec.usage
+    assert rec.metered_usage is not None and rec.metered_usage.calls == 3
+    assert rec.usage.source == "unknown" and rec.usage.calls is None  # reported: unknown
+    assert ledger.get(rec.id).metered_usage == rec.metered_usage
 
 
 def _recorded(ledger: Ledger, task: Task, source: Path) -> TrialRecord:

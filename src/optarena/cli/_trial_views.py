@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
 
+from optarena.agents import Usage
 from optarena.cli._render import verdict_markup
 from optarena.ledger import Judgement, Ledger, TrialRecord
 
@@ -58,7 +59,8 @@ class PhaseView:
 
 
 def _usage_cell(record: TrialRecord) -> str:
-    u = record.usage
+    """Metered usage when a proxy ran (optarena's own count), else what the agent reported."""
+    u = record.metered_usage or record.usage
     if u.input_tokens is None and u.output_tokens is None and u.cost_usd is None:
         return "?"
     tokens = f"{_num(u.input_tokens, '{}')} in/{_num(u.output_tokens, '{}')} out"
@@ -125,10 +127,8 @@ def show_lines(record: TrialRecord) -> list[str]:
         f"status     {status_markup(r)}  exit {_num(r.agent_exit_code, '{}')}  "
         + escape(r.agent_detail),
         f"agent time wall {_num(r.agent_wall_s)} s, cpu {_num(r.agent_cpu_s)} s (from the OS)",
-        f"usage      ({u.source}) in {_num(u.input_tokens, '{}')}, out "
-        f"{_num(u.output_tokens, '{}')}, cache r/w {_num(u.cache_read_tokens, '{}')}/"
-        f"{_num(u.cache_write_tokens, '{}')}, calls {_num(u.calls, '{}')}, cost "
-        f"{_num(u.cost_usd, '{:.4f}')} $",
+        _usage_line("usage     ", u),
+        *([_usage_line("metered   ", r.metered_usage)] if r.metered_usage else []),
         f"workspace  {escape(r.workspace)}",
         f"baseline   {r.baseline_commit or '-'}",
         f"candidate  {r.candidate_sha256 or '-'}",
@@ -145,6 +145,15 @@ def show_lines(record: TrialRecord) -> list[str]:
     if r.error:
         lines.append(f"error      [magenta]{escape(r.error)}[/]")
     return lines
+
+
+def _usage_line(title: str, u: Usage) -> str:
+    return (
+        f"{title} ({u.source}) in {_num(u.input_tokens, '{}')}, out "
+        f"{_num(u.output_tokens, '{}')}, cache r/w {_num(u.cache_read_tokens, '{}')}/"
+        f"{_num(u.cache_write_tokens, '{}')}, calls {_num(u.calls, '{}')}, cost "
+        f"{_num(u.cost_usd, '{:.4f}')} $"
+    )
 
 
 def _short(metrics: dict[str, Any]) -> str:

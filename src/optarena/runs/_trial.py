@@ -308,6 +308,7 @@ def _final_record(
         "agent_detail": outcome.detail,
         "session_id": outcome.session_id,
         "usage": outcome.usage,
+        "metered_usage": outcome.metered_usage,
         "agent_wall_s": outcome.wall_s,
         "agent_cpu_s": outcome.cpu_s,
         "baseline_commit": baseline,
