@@ -40,6 +40,7 @@ class ServedCall(BaseModel):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in separate writes
     server: FakeModelHTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:

@@ -72,6 +72,7 @@ class Upstream:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in separate writes
     server: _ProxyHTTPServer
     _conn: http.client.HTTPConnection | None = None
 
