@@ -4,18 +4,44 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from ledger_records import completed, judgement, running_record
 
 from optarena.errors import LedgerError
-from optarena.ledger import SCHEMA_VERSION, Ledger
+from optarena.ledger import SCHEMA_VERSION, Judgement, Ledger, TrialRecord, utc_now
+
+MakeRecord = Callable[..., TrialRecord]
 
 
 @pytest.fixture
 def ledger(tmp_path: Path) -> Ledger:
     return Ledger(tmp_path / "L")
+
+
+def judgement(trial_id: str, verdict: str = "accepted", kind: str = "trial") -> Judgement:
+    return Judgement.model_validate(
+        {
+            "trial_id": trial_id,
+            "kind": kind,
+            "created_at": utc_now(),
+            "verdict": verdict,
+            "reason_codes": [] if verdict == "accepted" else ["out_of_tolerance"],
+            "settings": {"measure": False},
+        }
+    )
+
+
+def completed(record: TrialRecord, **update: object) -> TrialRecord:
+    fields: dict[str, object] = {
+        "state": "complete",
+        "finished_at": utc_now(),
+        "agent_status": "completed",
+        "verdict": "accepted",
+    }
+    fields.update(update)
+    return record.model_copy(update=fields)
 
 
 def test_new_ledger_is_wal_and_at_the_current_schema(ledger: Ledger) -> None:
@@ -27,8 +53,8 @@ def test_new_ledger_is_wal_and_at_the_current_schema(ledger: Ledger) -> None:
     assert ledger.schema_version == SCHEMA_VERSION
 
 
-def test_running_then_complete_in_one_row(ledger: Ledger) -> None:
-    rec = running_record("t1")
+def test_running_then_complete_in_one_row(ledger: Ledger, make_record: MakeRecord) -> None:
+    rec = make_record("t1")
     ledger.begin_trial(rec)
     assert ledger.get("t1").state == "running"
     sha = ledger.store.put_text("log line\n")
@@ -41,8 +67,10 @@ def test_running_then_complete_in_one_row(ledger: Ledger) -> None:
     assert (row["name"], row["sha256"], row["size"]) == ("stdout", sha, len("log line\n"))
 
 
-def test_finished_rows_cannot_be_changed_or_deleted(ledger: Ledger) -> None:
-    rec = running_record("t1")
+def test_finished_rows_cannot_be_changed_or_deleted(
+    ledger: Ledger, make_record: MakeRecord
+) -> None:
+    rec = make_record("t1")
     ledger.begin_trial(rec)
     ledger.finish_trial(completed(rec), judgement("t1"))
     with pytest.raises(sqlite3.IntegrityError, match="never changed"):
@@ -56,8 +84,10 @@ def test_finished_rows_cannot_be_changed_or_deleted(ledger: Ledger) -> None:
     assert ledger.get("t1").verdict == "accepted"
 
 
-def test_a_failure_inside_finish_leaves_the_row_running_untouched(ledger: Ledger) -> None:
-    rec = running_record("t1")
+def test_a_failure_inside_finish_leaves_the_row_running_untouched(
+    ledger: Ledger, make_record: MakeRecord
+) -> None:
+    rec = make_record("t1")
     ledger.begin_trial(rec)
     bad = judgement("no-such-trial")  # foreign key violation after the UPDATE succeeded
     with pytest.raises(sqlite3.IntegrityError):
@@ -66,8 +96,10 @@ def test_a_failure_inside_finish_leaves_the_row_running_untouched(ledger: Ledger
     assert ledger.judgements("t1") == []
 
 
-def test_interrupt_keeps_the_start_record_and_adds_the_error(ledger: Ledger) -> None:
-    rec = running_record("t1")
+def test_interrupt_keeps_the_start_record_and_adds_the_error(
+    ledger: Ledger, make_record: MakeRecord
+) -> None:
+    rec = make_record("t1")
     ledger.begin_trial(rec)
     assert ledger.mark_interrupted("t1", "KeyboardInterrupt during agent")
     got = ledger.get("t1")
@@ -79,20 +111,22 @@ def test_interrupt_keeps_the_start_record_and_adds_the_error(ledger: Ledger) -> 
     assert ledger.get("t1").error == "KeyboardInterrupt during agent"
 
 
-def test_reconcile_marks_rows_of_dead_processes_interrupted(ledger: Ledger) -> None:
+def test_reconcile_marks_rows_of_dead_processes_interrupted(
+    ledger: Ledger, make_record: MakeRecord
+) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
-    ledger.begin_trial(running_record("gone", pid=dead.pid))
-    ledger.begin_trial(running_record("alive"))  # this test process: still running
+    ledger.begin_trial(make_record("gone", pid=dead.pid))
+    ledger.begin_trial(make_record("alive"))  # this test process: still running
     assert ledger.reconcile() == ["gone"]
     assert ledger.get("gone").state == "interrupted"
     assert "ended without finishing" in (ledger.get("gone").error or "")
     assert ledger.get("alive").state == "running"
 
 
-def test_trial_ids_resolve_by_unique_prefix(ledger: Ledger) -> None:
+def test_trial_ids_resolve_by_unique_prefix(ledger: Ledger, make_record: MakeRecord) -> None:
     for tid in ("20260101-000000-aaaaaa", "20260101-000000-aabbbb", "20260102-000000-cccccc"):
-        ledger.begin_trial(running_record(tid))
+        ledger.begin_trial(make_record(tid))
     assert ledger.resolve_id("20260102") == "20260102-000000-cccccc"
     with pytest.raises(LedgerError, match="ambiguous"):
         ledger.resolve_id("20260101-000000-aa")
@@ -102,12 +136,12 @@ def test_trial_ids_resolve_by_unique_prefix(ledger: Ledger) -> None:
         ledger.resolve_id("2026%")  # LIKE wildcards are literal
 
 
-def test_filters_and_newest_first(ledger: Ledger) -> None:
+def test_filters_and_newest_first(ledger: Ledger, make_record: MakeRecord) -> None:
     for i, (task, verdict) in enumerate([("rmsnorm", "accepted"), ("softmax", "rejected")]):
-        rec = running_record(f"t{i}", task=task)
+        rec = make_record(f"t{i}", task=task)
         ledger.begin_trial(rec)
         ledger.finish_trial(completed(rec, verdict=verdict), judgement(f"t{i}", verdict))
-    ledger.begin_trial(running_record("t9"))
+    ledger.begin_trial(make_record("t9"))
     assert [r.id for r in ledger.trials()] == ["t9", "t1", "t0"]
     assert [r.id for r in ledger.trials(task="softmax")] == ["t1"]
     assert [r.id for r in ledger.trials(verdict="accepted")] == ["t0"]
@@ -116,8 +150,10 @@ def test_filters_and_newest_first(ledger: Ledger) -> None:
     assert ledger.trials(agent="codex") == []
 
 
-def test_rejudge_adds_a_judgement_and_keeps_the_first(ledger: Ledger) -> None:
-    rec = running_record("t1")
+def test_rejudge_adds_a_judgement_and_keeps_the_first(
+    ledger: Ledger, make_record: MakeRecord
+) -> None:
+    rec = make_record("t1")
     ledger.begin_trial(rec)
     ledger.finish_trial(completed(rec), judgement("t1"))
     new_id = ledger.add_judgement(judgement("t1", "rejected", kind="rejudge"))
@@ -129,7 +165,7 @@ def test_rejudge_adds_a_judgement_and_keeps_the_first(ledger: Ledger) -> None:
         ledger.add_judgement(judgement("nope", kind="rejudge"))
 
 
-def test_a_second_connection_sees_committed_rows(ledger: Ledger) -> None:
-    ledger.begin_trial(running_record("t1"))
+def test_a_second_connection_sees_committed_rows(ledger: Ledger, make_record: MakeRecord) -> None:
+    ledger.begin_trial(make_record("t1"))
     with Ledger(ledger.home) as other:
         assert other.get("t1").state == "running"

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from ledger_records import running_record
 
 from optarena.errors import LedgerError
-from optarena.ledger import SCHEMA_VERSION, Ledger, Migration, resolve_home
+from optarena.ledger import SCHEMA_VERSION, Ledger, Migration, TrialRecord, resolve_home
 from optarena.ledger import _schema as schema
 
 
@@ -29,10 +29,10 @@ def test_a_file_that_is_not_sqlite_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_an_added_migration_upgrades_an_existing_ledger(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_record: Callable[..., TrialRecord]
 ) -> None:
     with Ledger(tmp_path) as ledger:
-        ledger.begin_trial(running_record("t1"))
+        ledger.begin_trial(make_record("t1"))
     extra = Migration(
         SCHEMA_VERSION + 1,
         "extension_rows",
