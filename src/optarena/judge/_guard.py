@@ -143,11 +143,12 @@ class Guard:
         if event == "open":
             path = self._resolve(args[0])
             if path is not None:
-                self._check_read(path)
                 flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
                 mode = args[1] if len(args) > 1 and isinstance(args[1], str) else ""
                 if flags & _WRITE_FLAGS or any(c in mode for c in "wax+"):
                     self._check_write(path)
+                else:
+                    self._check_read(path)
         elif event in _READ_EVENTS:
             path = self._resolve(args[_READ_EVENTS[event]])
             if path is not None:
@@ -225,7 +226,13 @@ def lazy_reason(out: Any) -> str | None:
     while base is not None and depth < 32:
         if isinstance(base, mmap.mmap) or type(base) is np.memmap:
             return "an ndarray backed by a memory map (its bytes can change after return)"
-        base, depth = (base.base if type(base) is np.ndarray else None), depth + 1
+        if type(base) is memoryview:
+            base = base.obj
+        elif isinstance(base, np.ndarray):
+            base = base.base
+        else:
+            base = None
+        depth += 1
     return None
 
 

@@ -1,0 +1,265 @@
+"""The sandbox on this machine: each measure is checked by what a process inside can do, and
+each cleanup mode ends a detached daemon. Measures the machine lacks are skipped, by name."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy, kill_tree, probe, spawn
+from optarena.sandbox._tree import descendants, is_zombie
+
+MARKER = "optarena-sandbox-test-marker"
+SPELLED = "'optarena-sandbox-' + 'test-marker'"  # in code: the spawning argv must not match
+CAPS = probe()
+needs_netns = pytest.mark.skipif(CAPS.netns is not None, reason=f"no netns: {CAPS.netns}")
+needs_mounts = pytest.mark.skipif(CAPS.mountns is not None, reason=f"no mountns: {CAPS.mountns}")
+needs_root = pytest.mark.skipif(not CAPS.root, reason="a dedicated uid needs a root judge")
+
+LIMITS = ResourceLimits(
+    address_space_mb=2048, cpu_s=30, file_size_mb=16, open_files=64, processes=16
+)
+
+
+def _marked() -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if MARKER.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                    out.append(int(name))
+            except OSError:
+                pass
+    return out
+
+
+@pytest.fixture(autouse=True)
+def nothing_left() -> Iterator[None]:
+    yield
+    assert _marked() == []
+    assert [p for p in descendants([os.getpid()]) if not is_zombie(p)] == []
+
+
+def run_inside(
+    tmp_path: Path, code: str, policy: SandboxPolicy | None = None, hide: tuple[Path, ...] = ()
+) -> tuple[str, Sandbox]:
+    """Run `code` in a fresh sandbox to completion; its stdout, and the (closed) sandbox."""
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    log = tmp_path / "out.log"
+    sb = Sandbox(work, LIMITS, policy, hide=hide)
+    with open(log, "wb") as f:
+        proc = sb.spawn(
+            [sys.executable, "-I", "-c", textwrap.dedent(code)],
+            env={"PATH": os.environ.get("PATH", "")},
+            stdout=f,
+            stderr=f,
+        )
+    try:
+        proc.wait(timeout=30)
+    finally:
+        sb.close()
+    return log.read_text(), sb
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(0.5)
+    yield srv
+    srv.close()
+
+
+CONNECT = """
+    import socket
+    try:
+        socket.create_connection(("127.0.0.1", {port}), timeout=2)
+        print("connected")
+    except OSError as e:
+        print("refused", e.errno)
+"""
+
+
+@needs_netns
+def test_no_network_not_even_loopback(tmp_path: Path, listener: socket.socket) -> None:
+    out, sb = run_inside(tmp_path, CONNECT.format(port=listener.getsockname()[1]))
+    assert out.startswith("refused"), out
+    with pytest.raises(TimeoutError):
+        listener.accept()
+    assert sb.report()["network"] == "netns"
+
+
+def test_the_network_check_can_see_a_connection(tmp_path: Path, listener: socket.socket) -> None:
+    """Control: without the namespace the same code connects, so the test above means it."""
+    out, sb = run_inside(
+        tmp_path, CONNECT.format(port=listener.getsockname()[1]), SandboxPolicy.none()
+    )
+    assert out.startswith("connected"), out
+    assert sb.report()["network"] == "off"
+
+
+@needs_root
+@needs_mounts
+def test_dedicated_uid_cannot_touch_the_judge(tmp_path: Path) -> None:
+    judge_file = tmp_path / "result.json"
+    judge_file.write_text("{}")
+    judge_file.chmod(0o644)
+    out, sb = run_inside(
+        tmp_path,
+        f"""
+        import os
+        print("uid", os.getuid())
+        for what, act in [("write", lambda: open({str(judge_file)!r}, "a")),
+                          ("signal", lambda: os.kill(os.getppid(), 0)),
+                          ("workdir", lambda: open("mine.txt", "w"))]:
+            try:
+                act()
+                print(what, "ok")
+            except OSError as e:
+                print(what, "denied", e.errno)
+    """,
+    )
+    lines = dict(line.split(" ", 1) for line in out.splitlines())
+    assert int(lines["uid"]) >= 1_500_000
+    assert lines["write"].startswith("denied"), out
+    assert lines["signal"].startswith("denied"), out
+    assert lines["workdir"] == "ok", out
+    assert judge_file.read_text() == "{}"
+    assert sb.report()["user"].startswith("uid ")
+
+
+@needs_mounts
+def test_task_hidden_and_scratch_private(tmp_path: Path) -> None:
+    task = Path(__file__).resolve().parents[2] / "src/optarena/tasks/builtin/rmsnorm"
+    out, sb = run_inside(
+        tmp_path,
+        f"""
+        import os
+        print(sorted(os.listdir({str(task)!r})))
+        open("/tmp/{MARKER}-scratch", "w").write("x")
+        print("wrote")
+    """,
+        hide=(task,),
+    )
+    assert out.splitlines() == ["[]", "wrote"], out
+    assert not Path(f"/tmp/{MARKER}-scratch").exists()
+    assert (task / "oracle.py").is_file()
+    assert "hidden" in sb.report()["mounts"]
+
+
+@pytest.mark.skipif(CAPS.cgroup is not None and not CAPS.root, reason="no process limit here")
+def test_process_limit_bounds_a_fork_bomb(tmp_path: Path) -> None:
+    out, _ = run_inside(
+        tmp_path,
+        """
+        import os, time
+        n = 0
+        try:
+            while n < 200:
+                if os.fork() == 0:
+                    time.sleep(30)
+                    os._exit(0)
+                n += 1
+        except OSError as e:
+            print("stopped", n, e.errno)
+    """,
+    )
+    words = out.split()
+    assert words[0] == "stopped", out
+    assert int(words[1]) < LIMITS.processes  # type: ignore[operator]
+
+
+DAEMON = f"""
+    import os, sys, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(60)",
+                                      {SPELLED}])
+        os._exit(0)
+    os.wait()
+    print("daemon started", flush=True)
+    time.sleep(60)
+"""
+
+POLICIES = {
+    "full": SandboxPolicy(),
+    "uid-without-cgroup": SandboxPolicy(cgroup=False),
+    "process-tree-only": SandboxPolicy.none(),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(POLICIES))
+def test_every_cleanup_mode_ends_a_detached_daemon(tmp_path: Path, mode: str) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    sb = Sandbox(work, LIMITS, POLICIES[mode])
+    log = tmp_path / "log"
+    with open(log, "wb") as f:
+        sb.spawn([sys.executable, "-I", "-c", textwrap.dedent(DAEMON)], env={}, stdout=f, stderr=f)
+    try:
+        deadline = time.monotonic() + 20
+        while not _marked() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _marked(), log.read_text()
+        assert sb.strays() == set(_marked())
+    finally:
+        sb.close()
+    assert _marked() == []
+
+
+def test_kill_tree_reaches_a_setsid_child_of_a_live_parent(tmp_path: Path) -> None:
+    """Agents use spawn/kill_tree directly: a grandchild in its own session still dies."""
+    code = f"""
+        import os, subprocess, sys, time
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", {SPELLED}],
+                         start_new_session=True)
+        time.sleep(60)
+    """
+    proc = spawn(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=tmp_path,
+        env={},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not _marked() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _marked()
+    finally:
+        kill_tree(proc)
+    assert _marked() == []
+
+
+def test_report_says_what_was_off(tmp_path: Path) -> None:
+    _, sb = run_inside(tmp_path, "print('hi')", SandboxPolicy.none())
+    report = sb.report()
+    assert {report[k] for k in ("network", "user", "mounts")} == {"off"}
+    assert report["cleanup"] == "process tree"
+    assert report["guard"] == "off"
+
+
+def test_address_space_limit(tmp_path: Path) -> None:
+    out, _ = run_inside(
+        tmp_path,
+        """
+        try:
+            b = bytearray(4 * 1024**3)
+            print("allocated")
+        except MemoryError:
+            print("refused")
+    """,
+    )
+    assert out.strip() == "refused"
