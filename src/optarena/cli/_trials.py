@@ -92,6 +92,19 @@ def run_cmd(
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.1, help="agent wall time (s)")
     ] = 1800.0,
+    max_turns: Annotated[
+        int | None, typer.Option("--max-turns", min=1, help="agent turns (claude)")
+    ] = None,
+    max_cost_usd: Annotated[
+        float | None,
+        typer.Option("--max-cost-usd", min=1e-9, help="spend limit ($), metered per trial"),
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", min=1, help="token limit, metered per trial")
+    ] = None,
+    max_calls: Annotated[
+        int | None, typer.Option("--max-calls", min=1, help="model-call limit, metered")
+    ] = None,
     workspace: Annotated[Path | None, typer.Option("--workspace", help="agent workspace")] = None,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="replace a non-empty workspace")
@@ -111,7 +124,13 @@ def run_cmd(
         task=resolve_task(task),
         agent=name,
         agent_args=args,
-        limits=AgentLimits(wall_s=timeout),
+        limits=AgentLimits(
+            wall_s=timeout,
+            max_turns=max_turns,
+            max_cost_usd=max_cost_usd,
+            max_tokens=max_tokens,
+            max_calls=max_calls,
+        ),
         labels=parse_pairs(label or [], "--label"),
         workspace=workspace,
         overwrite=overwrite,
