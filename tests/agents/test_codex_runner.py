@@ -85,3 +85,21 @@ def test_run_with_a_recorded_stream_prices_known_models(tmp_path: Path) -> None:
     assert out.usage.cost_usd == pytest.approx((1600 * 1.25 + 8300 * 0.125 + 1060 * 10) / 1e6)
     assert out2.usage.cost_usd is None  # unknown model: unknown cost, never a guess
     assert out.extra["codex"]["files_changed"] == ["/tmp/exp/ws2/solution.py"]
+
+
+def test_default_model_is_priced_from_what_the_proxy_saw(tmp_path: Path) -> None:
+    from optarena.agents._cli_agent import Parsed
+    from optarena.agents._codex_stream import parse_codex_stream
+    from optarena.proxy import CallRecord, MeteredSession, ProxyLimits
+
+    stream = parse_codex_stream(DATA.joinpath("codex_success.jsonl").read_text().splitlines())
+    session = MeteredSession("http://127.0.0.1:9", ProxyLimits(), tmp_path / "c.jsonl")
+    session.meter.record(
+        CallRecord(seq=1, started_at="t", api="responses", method="POST", path="/v1/responses",
+                   model="gpt-5", status=200, input_tokens=1, output_tokens=1)
+    )  # fmt: skip
+    parsed = Parsed(stream.usage, stream.thread_id, "completed", "", {"codex": {}})
+    usage = CodexRunner(CodexOptions()).reported_usage(parsed, session)
+    assert usage.cost_usd == pytest.approx((1600 * 1.25 + 8300 * 0.125 + 1060 * 10) / 1e6)
+    assert parsed.extra["codex"]["cost_source"].endswith(", gpt-5")
+    session.proxy.httpd.server_close()

@@ -177,6 +177,10 @@ class CliAgentRunner(AgentRunner):
     def prepare_home(self, home: Path) -> None:
         """Write what the agent's config home needs before the run (default: nothing)."""
 
+    def reported_usage(self, parsed: Parsed, session: MeteredSession | None) -> Usage:
+        """The agent-reported usage as recorded (a subclass may price it); default: as is."""
+        return parsed.usage
+
     # ---- the run -------------------------------------------------------------------------
 
     def run(
@@ -257,7 +261,7 @@ class CliAgentRunner(AgentRunner):
             exit_code=result.exit_code,
             logs={k: str(v) for k, v in logs.items()},
             session_id=parsed.session_id,
-            usage=parsed.usage,
+            usage=self.reported_usage(parsed, session),
             metered_usage=session.usage() if session else None,
             wall_s=result.wall_s,
             cpu_s=result.cpu_s,

@@ -22,11 +22,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from optarena.agents._base import AgentLimits, AgentStatus
+from optarena.agents._base import AgentLimits, AgentStatus, Usage
 from optarena.agents._cli_agent import CliAgentOptions, CliAgentRunner, Parsed
 from optarena.agents._codex_stream import CodexStream, parse_codex_stream
 from optarena.agents._prices import load_prices
 from optarena.errors import OptarenaError
+from optarena.proxy import MeteredSession
 
 PINNED = "@openai/codex@0.171.0"
 PROVIDER = "optarena"
@@ -139,16 +140,6 @@ class CodexRunner(CliAgentRunner):
         with stdout.open(encoding="utf-8", errors="replace") as f:
             stream = parse_codex_stream(f)
         status, detail = codex_status(stream)
-        usage = stream.usage
-        prices = load_prices()
-        cost = prices.cost(
-            self.options.model,
-            input=usage.input_tokens,
-            output=usage.output_tokens,
-            cache_read=usage.cache_read_tokens,
-            cache_write=usage.cache_write_tokens,
-        )
-        usage = usage.model_copy(update={"cost_usd": cost})
         extra = {
             "codex": {
                 "thread_id": stream.thread_id,
@@ -157,7 +148,26 @@ class CodexRunner(CliAgentRunner):
                 "files_changed": stream.files_changed,
                 "mcp_calls": stream.mcp_calls,
                 "last_message": (stream.last_message or "")[:2000] or None,
-                "cost_source": f"price table {prices.version}" if cost is not None else None,
             }
         }
-        return Parsed(usage, stream.thread_id, status, detail, extra)
+        return Parsed(stream.usage, stream.thread_id, status, detail, extra)
+
+    def reported_usage(self, parsed: Parsed, session: MeteredSession | None) -> Usage:
+        """Codex reports no cost: price its tokens with the model it was given, else the one
+        model the proxy saw it use; unknown when neither is priced."""
+        model = self.options.model
+        if model is None and session is not None:
+            seen = set((session.usage().models or {}).keys())
+            model = seen.pop() if len(seen) == 1 else None
+        u = parsed.usage
+        prices = load_prices()
+        cost = prices.cost(
+            model,
+            input=u.input_tokens,
+            output=u.output_tokens,
+            cache_read=u.cache_read_tokens,
+            cache_write=u.cache_write_tokens,
+        )
+        if cost is not None:
+            parsed.extra["codex"]["cost_source"] = f"price table {prices.version}, {model}"
+        return u.model_copy(update={"cost_usd": cost})
