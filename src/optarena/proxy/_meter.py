@@ -94,6 +94,7 @@ class Meter:
         self.refusals = 0
         self._lock = threading.Lock()
         self._seq = 0
+        self._spent_calls, self._spent_tokens, self._spent_usd = 0, 0, 0.0
 
     def next_seq(self) -> int:
         with self._lock:
@@ -109,14 +110,11 @@ class Meter:
             return reason
 
     def _over_budget(self) -> str | None:
-        lim = self.limits
-        metered = [c for c in self.calls if c.refused is None and c.api != "other"]
-        if lim.max_calls is not None and len(metered) >= lim.max_calls:
-            return f"call budget exhausted ({len(metered)} of {lim.max_calls} calls made)"
-        tokens = sum(c.total_tokens or 0 for c in metered)
+        lim, n, tokens, cost = self.limits, self._spent_calls, self._spent_tokens, self._spent_usd
+        if lim.max_calls is not None and n >= lim.max_calls:
+            return f"call budget exhausted ({n} of {lim.max_calls} calls made)"
         if lim.max_tokens is not None and tokens >= lim.max_tokens:
             return f"token budget exhausted ({tokens} of {lim.max_tokens} tokens used)"
-        cost = sum(c.cost_usd or 0.0 for c in metered)
         if lim.max_cost_usd is not None and cost >= lim.max_cost_usd:
             return f"cost budget exhausted (${cost:.4f} of ${lim.max_cost_usd:.4f} spent)"
         return None
@@ -137,6 +135,10 @@ class Meter:
     def record(self, call: CallRecord) -> None:
         with self._lock:
             self.calls.append(call)
+            if call.refused is None and call.api != "other":  # running totals for admit()
+                self._spent_calls += 1
+                self._spent_tokens += call.total_tokens or 0
+                self._spent_usd += call.cost_usd or 0.0
             if self.log_path is not None:
                 with self.log_path.open("a", encoding="utf-8") as f:
                     f.write(call.model_dump_json() + "\n")
