@@ -8,7 +8,9 @@ from typing import Annotated
 import typer
 
 from optarena.cli._app import app, console, err_console
+from optarena.cli._compare import BudgetOpt, EffectOpt
 from optarena.cli._render import judge_summary
+from optarena.cli._speed_view import metrics_view, progress_bar
 from optarena.judge import JudgeOptions, judge
 from optarena.tasks import resolve_task
 
@@ -19,21 +21,44 @@ def judge_cmd(
     candidate: Annotated[Path, typer.Argument(help="directory holding the candidate's files")],
     as_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON")] = False,
     seed: Annotated[int | None, typer.Option(help="replay a judgement's seed (debugging)")] = None,
+    budget_s: BudgetOpt = None,
+    min_effect: EffectOpt = None,
+    aa: Annotated[
+        bool, typer.Option("--aa", help="also run an A/A control and report the noise floor")
+    ] = False,
+    no_measure: Annotated[
+        bool, typer.Option("--no-measure", help="correctness only, no speed measurement")
+    ] = False,
+    instructions: Annotated[
+        bool, typer.Option("--instructions", help="also count instructions (valgrind)")
+    ] = False,
 ) -> None:
-    """Judge a candidate: exit 0 accepted, 1 rejected, 2 bad input."""
+    """Judge a candidate, then time it against the baseline: exit 0 accepted, 1 rejected, 2 bad
+    input."""
     t = resolve_task(task)
     if not candidate.is_dir():
         from optarena.errors import OptarenaError
 
         raise OptarenaError(f"candidate directory '{candidate}' does not exist")
-    with err_console.status(f"judging {candidate} on {t.id}"):
-        result = judge(t, candidate, JudgeOptions(seed=seed))
+    with progress_bar(err_console, not as_json, f"judging {candidate} on {t.id}") as progress:
+        options = JudgeOptions(
+            seed=seed,
+            measure=not no_measure,
+            budget_s=budget_s,
+            min_effect=min_effect,
+            aa=aa,
+            progress=progress,
+            instructions=instructions,
+        )
+        result = judge(t, candidate, options)
     if as_json:
         print(result.model_dump_json(indent=2))
     else:
         console.print(judge_summary(result))
         for reason in result.reasons:
             console.print(f"  [red]-[/] {reason[:400]}")
+        if result.metrics is not None:
+            console.print(metrics_view(result.metrics))
     raise typer.Exit(0 if result.verdict == "accepted" else 1)
 
 

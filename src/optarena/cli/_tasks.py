@@ -14,7 +14,7 @@ from optarena.cli._app import app, console, err_console, task_app
 from optarena.cli._render import task_table, verdict_markup
 from optarena.errors import OptarenaError
 from optarena.tasks import builtin_task_ids, resolve_task
-from optarena.tasks.qualify import qualify_task
+from optarena.tasks.qualify import QUALIFY_AA_BUDGET_S, qualify_task
 
 
 @app.command("tasks")
@@ -93,11 +93,16 @@ def init_cmd(
 def qualify_cmd(
     task: Annotated[str, typer.Argument(help="built-in id or path to a task directory")],
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    aa_budget_s: Annotated[
+        float, typer.Option("--aa-budget-s", min=0.1, help="budget of the A/A run (s)")
+    ] = QUALIFY_AA_BUDGET_S,
+    no_aa: Annotated[bool, typer.Option("--no-aa", help="skip the A/A run")] = False,
 ) -> None:
-    """Run every control; fail if a correct one is rejected or a wrong one accepted."""
+    """Run every control and an A/A comparison; fail if a correct control is rejected, a wrong
+    one accepted, or the baseline against itself reads improved/regressed."""
     t = resolve_task(task)
-    with err_console.status(f"qualifying {t.id}: {len(t.spec.controls)} controls"):
-        report = qualify_task(t)
+    with err_console.status(f"qualifying {t.id}: {len(t.spec.controls)} controls, A/A"):
+        report = qualify_task(t, aa=not no_aa, aa_budget_s=aa_budget_s)
     if as_json:
         console.print_json(report.model_dump_json())
     else:
@@ -111,6 +116,13 @@ def qualify_cmd(
                 "[green]yes[/]" if row.ok else "[bold red]NO[/]",
             )
         console.print(table)
+        if report.aa is not None:
+            a = report.aa
+            ci = f"{a.ratio_ci[0]:.3f} .. {a.ratio_ci[1]:.3f}" if a.ratio_ci else "no interval"
+            console.print(
+                f"A/A: {a.verdict} ({ci}; {a.pairs} pairs, {a.used_s:.1f} s) "
+                + ("[green]ok[/]" if a.ok else "[bold red]NOT ok[/]")
+            )
         status = "[green]qualified[/]" if report.qualified else "[bold red]NOT qualified[/]"
         console.print(f"{t.id}@{t.spec.version}: {status}")
         for problem in report.problems:

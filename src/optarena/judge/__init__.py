@@ -1,7 +1,10 @@
-"""The judge: correctness in a separate worker process, compared with an independent oracle."""
+"""The judge: correctness in a separate worker process, compared with an independent oracle;
+then speed, paired against the baseline (or any other candidate) with an A/A control."""
 
+from optarena.judge._compare import CompareResult, aa_control, compare
 from optarena.judge._judge import JudgeOptions, judge, new_seed
+from optarena.judge._metrics import AAControl, Comparison, Metrics
 from optarena.judge._result import JUDGE_SCHEMA_VERSION, Check, JudgeResult
 
-__all__ = ["JUDGE_SCHEMA_VERSION", "Check", "JudgeOptions",
-    "JudgeResult", "judge", "new_seed"]
+__all__ = ["JUDGE_SCHEMA_VERSION", "AAControl", "Check", "CompareResult", "Comparison",
+    "JudgeOptions", "JudgeResult", "Metrics", "aa_control", "compare", "judge", "new_seed"]

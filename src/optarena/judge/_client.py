@@ -30,8 +30,8 @@ WORKER_THREAD_ENV = {
     # Arrays up to 32 MiB come from the heap and freed memory is kept, not returned: a timed
     # call then reuses warm pages instead of faulting in fresh ones (on a VM first-touch faults
     # made calls several times slower and swamped the measurement).
-    "MALLOC_MMAP_THRESHOLD_": "65536",
-    "MALLOC_TRIM_THRESHOLD_": "131072",
+    "MALLOC_MMAP_THRESHOLD_": "33554432",
+    "MALLOC_TRIM_THRESHOLD_": "1073741824",
 }
 _PASSTHROUGH = ("PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "SYSTEMROOT")
 
@@ -94,6 +94,7 @@ class WorkerClient:
         *,
         policy: SandboxPolicy | None = None,
         protect: Sequence[Path] = (),
+        prefix: Sequence[str] = (),
     ) -> None:
         """`protect`: paths the candidate must not read (the task package), hidden where the
         machine allows and watched by the worker's guard."""
@@ -102,6 +103,7 @@ class WorkerClient:
         self.log_path = log_path
         self.policy = policy or SandboxPolicy()
         self.protect = [Path(p) for p in protect]
+        self.prefix = list(prefix)  # e.g. valgrind for instruction counts
         self.sandbox = Sandbox(
             workdir,
             resource_limits(limits),
@@ -117,9 +119,10 @@ class WorkerClient:
     def start(self) -> None:
         judge_r, worker_w = os.pipe()
         worker_r, judge_w = os.pipe()
+        argv = [sys.executable, "-I", str(WORKER_SCRIPT), str(worker_r), str(worker_w)]
         with open(self.log_path, "ab") as log:
             self.proc = self.sandbox.spawn(
-                [sys.executable, "-I", str(WORKER_SCRIPT), str(worker_r), str(worker_w)],
+                [*self.prefix, *argv],
                 env=worker_env(self.workdir),
                 pass_fds=(worker_r, worker_w),
                 stdout=log,

@@ -16,8 +16,10 @@ from optarena.errors import OptarenaError
 from optarena.identity import judge_sha256, runtime_fingerprint
 from optarena.judge._checks import fail
 from optarena.judge._correctness import Recorder, run_correctness
+from optarena.judge._instructions import count_instructions
 from optarena.judge._result import CandidateRef, JudgeRef, JudgeResult, TaskRef
 from optarena.judge._seal import broken, judge_code_files, take_seal
+from optarena.judge._speed import SpeedOptions, SpeedResult, measure_candidate
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task, unmet_requirements
 
@@ -53,6 +55,25 @@ class JudgeOptions:
     aa: bool = False  # also run an A/A control (baseline vs itself) and report the noise floor
     progress: Callable[[str, float], None] | None = None  # (phase message, fraction done)
     sandbox: SandboxPolicy | None = None  # isolation measures; None = all the machine allows
+    instructions: bool = False  # also count instructions per call (valgrind), beside time
+
+
+def _measure(
+    task: Task, private: Path, tmp: Path, seed: int, options: JudgeOptions, deadline: float
+) -> SpeedResult:
+    """The speed phase for an accepted candidate (see `_speed`)."""
+    opts = SpeedOptions(
+        seed=seed,
+        budget_s=options.budget_s,
+        min_effect=options.min_effect,
+        aa=options.aa,
+        instructions=options.instructions,
+        progress=options.progress,
+        sandbox=options.sandbox,
+        deadline=deadline,
+    )
+    count = count_instructions(task, seed, options.sandbox)
+    return measure_candidate(task, private, tmp / "speed", opts, count)
 
 
 def judge(task: Task, candidate_dir: Path, options: JudgeOptions | None = None) -> JudgeResult:
@@ -90,12 +111,18 @@ def judge(task: Task, candidate_dir: Path, options: JudgeOptions | None = None) 
                 task, private, seed, Path(tmp) / "worker.log", deadline, policy=options.sandbox
             )
             rec, worker, sandbox = report.recorder, report.worker, report.sandbox
+        correctness_s = time.monotonic() - t0
+        speed = SpeedResult()
+        if rec.passed and options.measure:
+            speed = _measure(task, private, Path(tmp), seed, options, deadline)
         cand_sha = task.candidate_sha256(candidate_dir)
     changed = broken(seal, take_seal(task, code_files))
     if changed:
         detail = f"{' and '.join(changed)} changed while the candidate was being judged"
         rec.add(fail("integrity", "judge_tampered", detail), None)
-    correctness_s = time.monotonic() - t0
+    if speed.failure is not None:
+        f = speed.failure.finding
+        rec.add(fail(f.name, f.code or f.name, f"while timed: {f.detail}"), speed.failure.workload)
     return JudgeResult(
         task=TaskRef(id=task.id, version=task.spec.version, sha256=task.sha256),
         judge=JudgeRef(version=__version__, sha256=judge_sha256()),
@@ -106,12 +133,12 @@ def judge(task: Task, candidate_dir: Path, options: JudgeOptions | None = None) 
         checks=rec.check_list(),
         reasons=rec.reasons,
         reason_codes=rec.codes,
-        metrics=None,
+        metrics=speed.metrics.model_dump() if speed.metrics and rec.passed else None,
         limits=task.spec.limits.model_dump(),
         worker=worker,
         sandbox=sandbox,
         integrity={**seal.as_dict(), "status": "changed" if changed else "unchanged"},
-        timings_s={"correctness": round(correctness_s, 4)},
+        timings_s={"correctness": round(correctness_s, 4), **speed.seconds},
         started_at=started,
         finished_at=_now(),
     )

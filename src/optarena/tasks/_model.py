@@ -82,10 +82,24 @@ class Measurement(_Strict):
         description="smallest relative change worth a verdict (0.03 = 3%)",
     )
     budget_s: float = Field(default=30.0, gt=0.0, description="measurement time budget (s)")
-    warmup_calls: int = Field(default=3, ge=0, description="untimed calls before timing")
-    calls_per_round: int = Field(default=5, ge=1, description="timed calls per arm per round")
-    min_pairs: int = Field(default=4, ge=2, description="fresh process pairs at least")
-    max_pairs: int = Field(default=24, ge=2, description="fresh process pairs at most")
+    warmup_calls: int = Field(
+        default=2, ge=0, description="untimed calls per workload in each fresh process"
+    )
+    calls_per_slot: int = Field(
+        default=3,
+        ge=1,
+        description="timed calls per arm per slot; a round is four slots, ABBA or BAAB",
+    )
+    rounds_per_pair: int = Field(
+        default=2,
+        ge=2,
+        multiple_of=2,
+        description="rounds in each fresh process pair; even, as ABBA and BAAB alternate",
+    )
+    min_pairs: int = Field(
+        default=6, ge=2, description="process pairs before any verdict (the interval is over pairs)"
+    )
+    max_pairs: int = Field(default=60, ge=2, description="fresh process pairs at most")
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0, description="interval level")
 
 

@@ -1,10 +1,11 @@
-"""Task qualification: every control must get the verdict (and reason) it declares."""
+"""Task qualification: every control must get the verdict (and reason) it declares, and the
+baseline measured against a copy of itself (A/A) must not read as improved or regressed."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
-from optarena.judge import judge
+from optarena.judge import JudgeOptions, aa_control, judge
 from optarena.tasks._loader import Task
 
 
@@ -18,11 +19,30 @@ class ControlOutcome(BaseModel):
     had_metrics: bool
 
 
+class AAOutcome(BaseModel):
+    """The A/A run: its verdict must be no_difference or inconclusive."""
+
+    verdict: str
+    why: str
+    ratio: float | None
+    ratio_ci: list[float] | None
+    pairs: int
+    budget_s: float
+    used_s: float
+    ok: bool
+
+
+# A short A/A run: enough to catch a protocol that cannot tell the same code from itself (the
+# failure this guards against reads "improved"/"regressed"), short enough to qualify often.
+QUALIFY_AA_BUDGET_S = 10.0
+
+
 class QualifyReport(BaseModel):
     task: str
     version: str
     sha256: str
     controls: list[ControlOutcome]
+    aa: AAOutcome | None = None
     problems: list[str]
 
     @property
@@ -30,8 +50,29 @@ class QualifyReport(BaseModel):
         return not self.problems
 
 
-def qualify_task(task: Task) -> QualifyReport:
-    """A correct control rejected, a wrong one accepted, or the wrong reason: all disqualify."""
+def _aa(task: Task, budget_s: float, problems: list[str]) -> AAOutcome:
+    control = aa_control(task, budget_s=budget_s)
+    c = control.comparison
+    ok = c.overall.verdict not in ("improved", "regressed")
+    if not ok:
+        problems.append(f"A/A control: the baseline against itself reads {c.overall.verdict}")
+    return AAOutcome(
+        verdict=c.overall.verdict,
+        why=c.overall.why,
+        ratio=c.overall.ratio,
+        ratio_ci=c.overall.ratio_ci,
+        pairs=c.stop.pairs,
+        budget_s=c.stop.budget_s,
+        used_s=c.stop.used_s,
+        ok=ok,
+    )
+
+
+def qualify_task(
+    task: Task, aa: bool = True, aa_budget_s: float = QUALIFY_AA_BUDGET_S
+) -> QualifyReport:
+    """A correct control rejected, a wrong one accepted, the wrong reason, or an A/A run that
+    reads improved/regressed: all disqualify. Controls are judged without timing."""
     outcomes: list[ControlOutcome] = []
     problems: list[str] = []
     if not any(c.expect == "accepted" for c in task.spec.controls):
@@ -39,7 +80,7 @@ def qualify_task(task: Task) -> QualifyReport:
     if not any(c.expect == "rejected" for c in task.spec.controls):
         problems.append("no control is expected to be rejected")
     for control in task.spec.controls:
-        result = judge(task, task.root / control.dir)
+        result = judge(task, task.root / control.dir, JudgeOptions(measure=False))
         ok = result.verdict == control.expect
         if ok and control.reason and control.reason not in result.reason_codes:
             ok = False
@@ -66,10 +107,12 @@ def qualify_task(task: Task) -> QualifyReport:
                 had_metrics=result.metrics is not None,
             )
         )
+    aa_outcome = _aa(task, aa_budget_s, problems) if aa else None
     return QualifyReport(
         task=task.id,
         version=task.spec.version,
         sha256=task.sha256,
         controls=outcomes,
+        aa=aa_outcome,
         problems=problems,
     )

@@ -1,0 +1,108 @@
+"""Human views of speed results: a short table per comparison and a progress bar while timing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+VERDICT_COLORS = {
+    "improved": "green",
+    "regressed": "red",
+    "no_difference": "cyan",
+    "inconclusive": "yellow",
+}
+
+
+def duration(ns: float) -> str:
+    if ns >= 1e9:
+        return f"{ns / 1e9:.2f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e3:.1f} us"
+
+
+def _ratio(summary: dict[str, Any]) -> str:
+    if summary.get("ratio") is None:
+        return "-"
+    ci = summary.get("ratio_ci")
+    span = f" ({ci[0]:.3f} .. {ci[1]:.3f})" if ci else " (no interval)"
+    return f"{summary['ratio']:.3f}{span}"
+
+
+def _verdict(v: str) -> str:
+    return f"[bold {VERDICT_COLORS.get(v, 'white')}]{v}[/]"
+
+
+def comparison_view(c: dict[str, Any], title: str | None = None) -> RenderableType:
+    """Per workload and overall: median times, time ratio b/a with interval, verdict."""
+    arms = c.get("arms", {})
+    table = Table(title=title, header_style="bold", expand=False)
+    table.add_column("workload")
+    table.add_column(str(arms.get("a", "a"))[-28:], justify="right")
+    table.add_column(str(arms.get("b", "b"))[-28:], justify="right")
+    table.add_column("time b/a (95% interval)", justify="right")
+    table.add_column("verdict")
+    for w in c["workloads"]:
+        s = w["summary"]
+        a, b = duration(w["median_a_ns"]), duration(w["median_b_ns"])
+        table.add_row(w["name"], a, b, _ratio(s), _verdict(s["verdict"]))
+    o = c["overall"]
+    table.add_row("[bold]geometric mean[/]", "", "", _ratio(o), _verdict(o["verdict"]))
+    stop = c["stop"]
+    lines = [
+        escape(o["why"]),
+        escape(f"clock: {c['clock_note']}"),
+        f"stopped: {stop['reason']} after {stop['pairs']} process pairs, {stop['rounds']} "
+        f"rounds, {stop['samples']} timed calls, {stop['used_s']:.1f} of {stop['budget_s']:g} s",
+    ]
+    return Group(table, *lines)
+
+
+def metrics_view(m: dict[str, Any]) -> RenderableType:
+    """The judge's speed metrics: the comparison, the A/A control and instruction counts."""
+    parts: list[RenderableType] = [comparison_view(m, title="speed against the baseline")]
+    aa = m.get("aa")
+    if aa:
+        floor = aa.get("noise_floor")
+        o = aa["comparison"]["overall"]
+        floor_s = "unknown" if floor is None else f"+-{floor:.1%}"
+        parts.append(
+            f"A/A control: {_verdict(o['verdict'])}, ratio {_ratio(o)}; noise floor "
+            f"{floor_s} (effects inside it are never improved/regressed)"
+        )
+    ins = m.get("instructions") or {}
+    if ins.get("available"):
+        ratios = ", ".join(f"{w} {r:.3f}" for w, r in ins.get("ratio", {}).items())
+        parts.append(f"instructions b/a ({ins.get('tool')}): {ratios}")
+    elif ins:
+        parts.append(escape(f"instructions: not counted ({ins.get('reason')})"))
+    return Group(*parts)
+
+
+@contextmanager
+def progress_bar(
+    console: Console, enabled: bool, first: str
+) -> Iterator[Callable[[str, float], None] | None]:
+    """A transient bar on stderr, fed by the judge's (message, fraction) progress callback."""
+    if not enabled:
+        yield None
+        return
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as bar:
+        task_id = bar.add_task(first, total=1.0)
+
+        def update(message: str, fraction: float) -> None:
+            bar.update(task_id, description=message, completed=fraction)
+
+        yield update

@@ -1,0 +1,125 @@
+"""Integrity of reported timings: what the worker says against what the operating system saw.
+
+The worker times each call with clocks bound before candidate code was imported, but the
+candidate runs in that same process and could still reach the worker's globals. So the judge
+never takes a reported time alone: for every timed batch it also records the wall time of the
+whole request (its own clock) and the worker's CPU time over all its threads from the kernel
+(`/proc/PID/task/*/schedstat`, ns; `/proc/PID/stat` ticks as a fallback). Everything in a batch
+that is not a timed call (moving arrays, copies for the mutation check) costs the same in both
+arms, because both get identical inputs and return outputs of the same shape. Time hidden from
+the worker's clocks, or work shifted out of the timed calls, therefore shows up as *excess
+unexplained time* next to the other arm:
+
+- wall: elapsed time the judge saw but the reported call times do not explain. Beyond half the
+  other arm's call time, the reported times are impossibly small: `timing_tampered`.
+- cpu: CPU time the kernel charged to the worker but its calling thread's clock did not see
+  (work in other threads or a faked CPU clock). Then CPU time does not represent this arm's
+  cost and the comparison falls back to wall time.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from optarena.judge._stats import median
+
+# Excess unexplained time per call must exceed this fraction of the reference arm's per-call
+# time, plus a fixed allowance for scheduler and page-fault noise, before it is called tampering.
+TAMPER_FRACTION = 0.5
+TAMPER_FLOOR_NS = 50_000
+
+
+@dataclass(frozen=True)
+class BatchObservation:
+    """One timed batch of one arm: the worker's claims and the OS's view of the same request."""
+
+    calls: int
+    reported_wall_ns: int  # sum of the worker's per-call elapsed times
+    reported_cpu_ns: int  # sum of the worker's per-call thread CPU times
+    wall_ns: int  # the judge's clock around the whole request
+    cpu_ns: int | None  # the worker's CPU time (all threads) during the request, from the kernel
+
+
+def cpu_time_ns(pid: int) -> tuple[int | None, str]:
+    """Total CPU time of all threads of `pid`, and which accounting it came from."""
+    task_dir = Path(f"/proc/{pid}/task")
+    try:
+        tids = os.listdir(task_dir)
+    except OSError:
+        return None, "unavailable"
+    total, ok = 0, False
+    for tid in tids:
+        try:
+            fields = (task_dir / tid / "schedstat").read_text().split()
+        except OSError:
+            continue
+        total += int(fields[0])
+        ok = ok or int(fields[0]) > 0
+    if ok:
+        return total, "schedstat"
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None, "unavailable"
+    parts = stat[stat.rindex(")") + 2 :].split()
+    ticks = int(parts[11]) + int(parts[12])  # utime, stime
+    return ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK"), "stat"
+
+
+def minor_faults(pid: int) -> int | None:
+    """Minor page faults of `pid` so far (new memory touched), from /proc/PID/stat."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[7])
+
+
+@dataclass(frozen=True)
+class IntegrityCheck:
+    """Excess unexplained time of one arm over the other, per call (medians over batches)."""
+
+    clock: str  # "wall" or "cpu"
+    passed: bool
+    detail: str
+    excess_ns: float | None  # None: the OS accounting was unavailable
+    allowed_ns: float
+
+
+def _unexplained(obs: list[BatchObservation], clock: str) -> float | None:
+    vals = []
+    for o in obs:
+        seen = o.wall_ns if clock == "wall" else o.cpu_ns
+        if seen is None:
+            return None
+        claimed = o.reported_wall_ns if clock == "wall" else o.reported_cpu_ns
+        vals.append((seen - claimed) / o.calls)
+    return median(vals) if vals else None
+
+
+def check_against_reference(
+    subject: list[BatchObservation], reference: list[BatchObservation], clock: str
+) -> IntegrityCheck:
+    """Whether `subject` hid time from `clock` that `reference` spent in the open."""
+    if not subject or not reference:
+        return IntegrityCheck(clock, True, "no batches to compare", None, 0.0)
+    claimed = [
+        (o.reported_wall_ns if clock == "wall" else o.reported_cpu_ns) / o.calls for o in reference
+    ]
+    ref_call = median(claimed)
+    allowed = TAMPER_FRACTION * ref_call + TAMPER_FLOOR_NS
+    mine, theirs = _unexplained(subject, clock), _unexplained(reference, clock)
+    if mine is None or theirs is None:
+        return IntegrityCheck(clock, True, "no OS accounting on this machine", None, allowed)
+    excess = mine - theirs
+    if excess > allowed:
+        what = "wall time" if clock == "wall" else "CPU time outside the calling thread's clock"
+        detail = (
+            f"{excess / 1e3:.0f} us per call of {what} that the OS saw but the worker's clock "
+            f"did not (other arm: {ref_call / 1e3:.0f} us per call; allowed "
+            f"{allowed / 1e3:.0f} us)"
+        )
+        return IntegrityCheck(clock, False, detail, excess, allowed)
+    return IntegrityCheck(clock, True, "reported times agree with OS accounting", excess, allowed)

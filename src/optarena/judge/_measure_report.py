@@ -1,0 +1,129 @@
+"""Turning a finished comparison's raw pairs and estimates into the `metrics` format."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol as TypingProtocol
+
+from optarena.judge._measure_pair import PairRecord
+from optarena.judge._metrics import (
+    Clock,
+    Comparison,
+    Integrity,
+    PairSamples,
+    Protocol,
+    Stop,
+    StopReason,
+    Summary,
+    WorkloadMetrics,
+)
+from optarena.judge._stats import Estimate, decide, median
+
+OVERALL = "__overall__"
+
+
+class _Plan(TypingProtocol):
+    @property
+    def min_effect(self) -> float: ...
+    @property
+    def budget_s(self) -> float: ...
+
+
+def summarize(e: Estimate, min_effect: float, noise_floor: float | None = None) -> Summary:
+    """An Estimate on the log scale as ratios and speed-ups, with its verdict."""
+    verdict, why = decide(e, min_effect, noise_floor)
+
+    def ci(sign: float) -> list[float] | None:
+        if e.lo is None or e.hi is None:
+            return None
+        return sorted([math.exp(sign * e.lo), math.exp(sign * e.hi)])
+
+    return Summary(
+        ratio=None if e.estimate is None else math.exp(e.estimate),
+        ratio_ci=ci(1.0),
+        speedup=None if e.estimate is None else math.exp(-e.estimate),
+        speedup_ci=ci(-1.0),
+        verdict=verdict,
+        why=why,
+        pairs=e.n,
+        outliers=e.outliers,
+        notes=list(e.notes),
+    )
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a Comparison is made of, once measuring has stopped."""
+
+    plan: _Plan
+    workloads: Sequence[str]
+    pairs: Sequence[PairRecord]
+    estimates: Mapping[str, Estimate]
+    clock: Clock
+    clock_note: str
+
+    def comparison(
+        self,
+        labels: dict[str, str],
+        reason: StopReason,
+        used_s: float,
+        integrity: list[Integrity],
+        protocol: Protocol,
+        stream: int,
+    ) -> Comparison:
+        first = self.workloads[0]
+        rounds = sum(len(p.workloads[first].orders) for p in self.pairs)
+        samples = sum(
+            len(s.wall["a"]) + len(s.wall["b"]) for p in self.pairs for s in p.workloads.values()
+        )
+        return Comparison(
+            arms=labels,
+            protocol=protocol,
+            overall=summarize(self.estimates[OVERALL], self.plan.min_effect),
+            workloads=[self._workload(w) for w in self.workloads],
+            stop=Stop(
+                reason=reason,
+                pairs=len(self.pairs),
+                rounds=rounds,
+                samples=samples,
+                budget_s=self.plan.budget_s,
+                used_s=round(used_s, 3),
+            ),
+            clock=self.clock,
+            clock_note=self.clock_note,
+            integrity=integrity,
+            cpu_accounting=self.pairs[0].cpu_source if self.pairs else "unavailable",
+        )
+
+    def _workload(self, w: str) -> WorkloadMetrics:
+        rows = []
+        for p in self.pairs:
+            s = p.workloads[w]
+            rows.append(
+                PairSamples(
+                    pair=p.index,
+                    cpu=p.cpu,
+                    spawn_order=p.spawn_order,
+                    warmup_batches=s.warmup_batches,
+                    calls_per_slot=s.calls_per_slot,
+                    orders=s.orders,
+                    a_ns=s.wall["a"],
+                    b_ns=s.wall["b"],
+                    a_cpu_ns=s.cpu["a"],
+                    b_cpu_ns=s.cpu["b"],
+                    round_log_ratios=s.round_log_ratios(self.clock),
+                    log_ratio=s.log_ratio(self.clock),
+                )
+            )
+        key = "a_cpu_ns" if self.clock == "cpu" else "a_ns"
+        all_a = [x for r in rows for x in getattr(r, key)]
+        all_b = [x for r in rows for x in getattr(r, key.replace("a_", "b_"))]
+        return WorkloadMetrics(
+            name=w,
+            summary=summarize(self.estimates[w], self.plan.min_effect),
+            median_a_ns=median(all_a) if all_a else 0.0,
+            median_b_ns=median(all_b) if all_b else 0.0,
+            pairs=rows,
+        )

@@ -1,0 +1,160 @@
+"""The speed metrics of a judgement (`JudgeResult.metrics`), as a versioned on-disk format.
+
+Raw samples are stored, in the order they were taken; every statistic can be recomputed from
+them. Ratios are time(b) / time(a): below 1 means arm b (the candidate) is faster. Speed-ups are
+the inverse, time(a) / time(b). Intervals are over process pairs, not calls (see `_stats`).
+
+Two clocks time every call: the calling thread's CPU time and the elapsed wall time. Verdicts
+use CPU time, which a busy shared machine disturbs far less (a preempted call keeps running on
+the wall clock only), unless the OS accounting shows work that the thread's CPU clock missed
+(other threads, a faked clock); then they use wall time, and `clock_note` says why.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+METRICS_SCHEMA_VERSION = 1
+
+StopReason = Literal["decided", "precise", "budget", "max_pairs", "deadline"]
+Clock = Literal["cpu", "wall"]
+VerdictName = Literal["improved", "regressed", "no_difference", "inconclusive"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Protocol(_Model):
+    """The frozen measurement protocol of one comparison."""
+
+    min_effect: float = Field(description="smallest relative change that earns a verdict")
+    budget_s: float = Field(description="time budget for the whole comparison")
+    warmup_calls: int = Field(description="untimed calls per workload per process")
+    calls_per_slot: int = Field(
+        description="timed calls per arm per slot at least (ABBA: 4 slots); short calls get "
+        "more, about 2 ms of work per slot; each slot also starts with one uncounted call"
+    )
+    rounds_per_pair: int = Field(description="ABBA/BAAB rounds per process pair")
+    min_pairs: int
+    max_pairs: int
+    confidence: float = Field(description="interval level")
+    precision: float = Field(description="stop once the interval half-width (log) is this small")
+    resamples: int = Field(description="bootstrap resamples")
+    bootstrap_seed: int = Field(description="seed of the bootstrap, for recomputation")
+    stream: int = Field(description="input stream under the judgement seed (0 main, 1 A/A)")
+    cpus: list[int | None] = Field(description="the CPU both arms of each pair were pinned to")
+
+
+class PairSamples(_Model):
+    """One freshly spawned process pair: raw per-call times of both arms, in order."""
+
+    pair: int
+    cpu: int | None = Field(description="the CPU both workers were pinned to (null: unpinned)")
+    spawn_order: str = Field(description="'ab' or 'ba': which worker started first")
+    warmup_batches: list[int] = Field(
+        description="untimed warm-up batches of arm a and arm b (until no new memory faulted)"
+    )
+    calls_per_slot: int = Field(description="counted calls per slot in this pair")
+    orders: list[str] = Field(description="per round: ABBA or BAAB (alternating)")
+    a_ns: list[int] = Field(description="arm a, wall time of every counted call in order (ns)")
+    b_ns: list[int] = Field(description="arm b, wall time of every counted call in order (ns)")
+    a_cpu_ns: list[int] = Field(description="arm a, thread CPU time of each call (ns)")
+    b_cpu_ns: list[int] = Field(description="arm b, thread CPU time of each call (ns)")
+    round_log_ratios: list[float] = Field(
+        description="per round: log(median b / median a) on the comparison's clock"
+    )
+    log_ratio: float = Field(description="the pair's statistic: median of its round log-ratios")
+
+
+class Summary(_Model):
+    """An estimate over pairs with its interval and the verdict it earns."""
+
+    ratio: float | None = Field(description="time(b)/time(a), Hodges-Lehmann over pairs")
+    ratio_ci: list[float] | None = Field(description="[lo, hi] of the ratio; null if none")
+    speedup: float | None = Field(description="time(a)/time(b)")
+    speedup_ci: list[float] | None
+    verdict: VerdictName
+    why: str = Field(description="the verdict's reason in words")
+    pairs: int = Field(description="independent process pairs behind the estimate")
+    outliers: int = Field(description="pairs with a modified z-score > 3.5 (kept, counted)")
+    notes: list[str] = Field(description="too_few_samples, zero_variance, outliers, ...")
+
+
+class WorkloadMetrics(_Model):
+    name: str
+    summary: Summary
+    median_a_ns: float = Field(description="median call time of arm a (verdict clock), all pairs")
+    median_b_ns: float = Field(description="median call time of arm b (verdict clock), all pairs")
+    pairs: list[PairSamples]
+
+
+class Stop(_Model):
+    """Why measuring stopped, and how much it took."""
+
+    reason: StopReason
+    pairs: int
+    rounds: int = Field(description="rounds over all pairs (per workload)")
+    samples: int = Field(description="timed calls over both arms and all workloads")
+    budget_s: float
+    used_s: float
+
+
+class Integrity(_Model):
+    """The OS-accounting cross-check of one arm against the other (per call, medians)."""
+
+    arm: str
+    workload: str
+    clock: Clock = Field(description="wall: tampering check; cpu: is CPU time representative")
+    passed: bool
+    detail: str
+    excess_ns: float | None = Field(description="unexplained time beyond the other arm's")
+    allowed_ns: float
+
+
+class Instructions(_Model):
+    """Deterministic instruction counts, beside time and never instead of it."""
+
+    available: bool
+    tool: str | None = None
+    reason: str = Field(description="what was counted, or why nothing could be")
+    per_call: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="workload -> arm -> instructions per call (median)"
+    )
+    ratio: dict[str, float] = Field(
+        default_factory=dict, description="workload -> instructions(b)/instructions(a)"
+    )
+
+
+class Comparison(_Model):
+    """One paired comparison of arm a against arm b."""
+
+    arms: dict[str, str] = Field(description="a/b -> what they are (baseline, candidate, ...)")
+    protocol: Protocol
+    overall: Summary = Field(description="geometric mean over timed workloads")
+    workloads: list[WorkloadMetrics]
+    stop: Stop
+    clock: Clock = Field(description="the clock the verdicts use")
+    clock_note: str = Field(description="why that clock")
+    integrity: list[Integrity]
+    cpu_accounting: str = Field(description="schedstat | stat | unavailable")
+
+
+class AAControl(_Model):
+    """The A/A control: the baseline against a copy of itself, under the same protocol."""
+
+    comparison: Comparison
+    noise_floor: float | None = Field(
+        description="largest |time ratio - 1| the A/A interval allows; effects inside are noise"
+    )
+
+
+class Metrics(Comparison):
+    """`JudgeResult.metrics` for an accepted candidate that was measured."""
+
+    schema_version: int = METRICS_SCHEMA_VERSION
+    verdict: VerdictName = Field(description="the overall speed verdict (= overall.verdict)")
+    aa: AAControl | None = Field(default=None, description="present when --aa was run")
+    instructions: Instructions
