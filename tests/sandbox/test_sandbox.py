@@ -218,6 +218,29 @@ def test_every_cleanup_mode_ends_a_detached_daemon(tmp_path: Path, mode: str) ->
     assert _marked() == []
 
 
+@needs_netns
+def test_an_orphan_of_a_dead_worker_is_found_by_its_namespace(tmp_path: Path) -> None:
+    """No cgroup, no uid: the worker exits at once, its daemon is reparented away from the
+    tree, and only namespace membership still ties it to the sandbox."""
+    work = tmp_path / "w"
+    work.mkdir()
+    sb = Sandbox(work, LIMITS, SandboxPolicy(user=False, mounts=False, cgroup=False))
+    code = DAEMON.replace("time.sleep(60)\n", "").replace(
+        'print("daemon started", flush=True)', "os._exit(0)"
+    )
+    try:
+        proc = sb.spawn([sys.executable, "-I", "-c", textwrap.dedent(code)], env={})
+        proc.wait(timeout=20)
+        deadline = time.monotonic() + 20
+        while not _marked() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _marked()
+        assert sb.strays() == set(_marked())
+    finally:
+        sb.close()
+    assert _marked() == []
+
+
 def test_kill_tree_reaches_a_setsid_child_of_a_live_parent(tmp_path: Path) -> None:
     """Agents use spawn/kill_tree directly: a grandchild in its own session still dies."""
     code = f"""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import signal
 import site
@@ -37,7 +38,13 @@ from optarena.sandbox import _linux
 from optarena.sandbox._cgroup import PidsCgroup, attach_self, find_pids_root
 from optarena.sandbox._mounts import Mask, apply_masks, blockers, plan_masks
 from optarena.sandbox._process import ResourceLimits, kill_tree, spawn
-from optarena.sandbox._tree import descendants, is_zombie, stop_then_kill
+from optarena.sandbox._tree import (
+    descendants,
+    is_zombie,
+    namespace_of,
+    pids_in_namespace,
+    stop_then_kill,
+)
 from optarena.sandbox._uids import UidLease, lease_uid
 
 
@@ -67,6 +74,8 @@ class ChildPlan:
     scratch_mb: int = 64
     cgroup_procs: str | None = None
     uid: int | None = None
+    nproc: int | None = None  # RLIMIT_NPROC, set after unshare (a new user namespace's limit
+    # is captured from the creator's at creation, so set before it would cap the whole user)
     err_fd: int = -1
 
 
@@ -94,6 +103,8 @@ def _child_setup(plan: ChildPlan) -> None:
         if plan.unshare_flags & _linux.CLONE_NEWNS:
             apply_masks(plan.masks, plan.scratch_mb)
         os.chdir(plan.workdir)
+        if plan.nproc is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (plan.nproc, plan.nproc))
         if plan.uid is not None:
             os.setgroups([])
             os.setgid(plan.uid)
@@ -212,6 +223,8 @@ class Sandbox:
         self.cgroup: PidsCgroup | None = None
         self.notes: list[str] = []
         self.measures: dict[str, str] = {}
+        self.userns = False
+        self.namespace: tuple[str, str] | None = None  # (kind, id) shared by all its processes
 
     # -- starting ---------------------------------------------------------------------------
 
@@ -290,6 +303,10 @@ class Sandbox:
             )
         if use_net:
             self.measures["network"] = "netns"
+        # RLIMIT_NPROC counts the tasks of a real uid: exact for a leased uid, and inside a user
+        # namespace it counts that namespace's tasks only (Linux >= 5.14); otherwise it would
+        # count every process of the judge's user, so it is not set.
+        self.userns = bool(flags & _linux.CLONE_NEWUSER)
         plan = ChildPlan(
             workdir=str(self.workdir),
             unshare_flags=flags,
@@ -298,9 +315,9 @@ class Sandbox:
             scratch_mb=self.scratch_mb,
             cgroup_procs=self.cgroup.procs_file if self.cgroup else None,
             uid=self.lease.uid if self.lease else None,
+            nproc=self.limits.processes if self.lease or self.userns else None,
         )
-        limits = replace(self.limits, processes=self.limits.processes if self.lease else None)
-        return plan, limits
+        return plan, replace(self.limits, processes=None)
 
     def spawn(
         self,
@@ -333,6 +350,7 @@ class Sandbox:
             self._release()
             self.notes.append(f"isolated start failed ({detail}); ran with rlimits only")
             self.measures = {k: "unavailable" for k in ("network", "user", "mounts", "cgroup")}
+            self.userns = False
             self.proc = spawn(
                 argv,
                 cwd=self.workdir,
@@ -346,6 +364,10 @@ class Sandbox:
             os.close(r)
             if w >= 0:
                 os.close(w)
+        kind = "user" if self.userns else "net" if self.measures.get("network") == "netns" else None
+        if kind is not None:
+            ns = namespace_of(self.proc.pid, kind)
+            self.namespace = (kind, ns) if ns and ns != namespace_of(os.getpid(), kind) else None
         return self.proc
 
     # -- between calls ----------------------------------------------------------------------
@@ -358,7 +380,10 @@ class Sandbox:
             return self.cgroup.procs()
         if self.lease is not None:
             return self.lease.processes()
-        return {self.proc.pid} | descendants([self.proc.pid])
+        found = {self.proc.pid} | descendants([self.proc.pid])
+        if self.namespace is not None:  # orphans reparented away are still in the namespace
+            found |= pids_in_namespace(*self.namespace)
+        return found
 
     def strays(self) -> set[int]:
         """Processes the candidate started that are still running (zombies do not count)."""
@@ -381,6 +406,8 @@ class Sandbox:
     def close(self) -> None:
         """End the worker and everything it started; release the cgroup and the uid."""
         if self.proc is not None:
+            if self.cgroup is None and self.lease is None:
+                stop_then_kill(self.members)
             kill_tree(self.proc)
         self._release()
 
@@ -393,7 +420,7 @@ class Sandbox:
             else ("uid" if m.get("user", "").startswith("uid") else "process tree")
         )
         processes = [m["cgroup"]] if m.get("cgroup", "").startswith("pids") else []
-        if m.get("user", "").startswith("uid") and self.limits.processes:
+        if (m.get("user", "").startswith("uid") or self.userns) and self.limits.processes:
             processes.append(f"rlimit nproc={self.limits.processes}")
         return {
             "network": m.get("network", "unavailable"),

@@ -85,6 +85,20 @@ def pids_of_uid(uid: int) -> set[int]:
     return {pid for pid in all_pids() if real_uid(pid) == uid}
 
 
+def namespace_of(pid: int, kind: str) -> str | None:
+    """The namespace id of `pid` (e.g. 'net:[4026532]'), or None if it cannot be read."""
+    try:
+        return os.readlink(f"{PROC}/{pid}/ns/{kind}")
+    except OSError:
+        return None
+
+
+def pids_in_namespace(kind: str, ns: str) -> set[int]:
+    """Every process in namespace `ns`: unlike parent links, membership survives reparenting
+    and cannot be left without privileges the sandboxed processes do not have."""
+    return {pid for pid in all_pids() if namespace_of(pid, kind) == ns}
+
+
 def is_zombie(pid: int) -> bool:
     info = _stat(pid)
     return info is None or info.state in ("Z", "X")
