@@ -42,9 +42,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _click_exceptions() -> tuple[type[BaseException], ...]:
-    import click
+    """Click's usage errors: a separate package for older Typer, vendored from Typer 0.29 on."""
+    import importlib
 
-    return (click.exceptions.UsageError, click.exceptions.ClickException)
+    for name in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            return (importlib.import_module(name).ClickException,)
+        except ImportError:
+            continue
+    return ()
 
 
 def entry() -> None:
