@@ -121,6 +121,7 @@ def test_dedicated_uid_cannot_touch_the_judge(tmp_path: Path) -> None:
         print("uid", os.getuid())
         for what, act in [("write", lambda: open({str(judge_file)!r}, "a")),
                           ("signal", lambda: os.kill(os.getppid(), 0)),
+                          ("memory", lambda: open(f"/proc/{{os.getppid()}}/mem", "rb")),
                           ("workdir", lambda: open("mine.txt", "w"))]:
             try:
                 act()
@@ -133,6 +134,7 @@ def test_dedicated_uid_cannot_touch_the_judge(tmp_path: Path) -> None:
     assert int(lines["uid"]) >= 1_500_000
     assert lines["write"].startswith("denied"), out
     assert lines["signal"].startswith("denied"), out
+    assert lines["memory"].startswith("denied"), out
     assert lines["workdir"] == "ok", out
     assert judge_file.read_text() == "{}"
     assert sb.report()["user"].startswith("uid ")

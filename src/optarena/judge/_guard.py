@@ -46,6 +46,8 @@ _PATH_EVENTS = {  # event -> indices of path arguments that are written
 }
 _READ_EVENTS = {"os.listdir": 0, "os.scandir": 0}
 _INET = (socket.AF_INET, socket.AF_INET6)
+_SOCKET_EVENTS = ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg")
+_EVENTS = frozenset({"open", *_PATH_EVENTS, *_READ_EVENTS, *_SOCKET_EVENTS})
 
 # Which modules' attributes a candidate must leave alone, and what replacing one is called.
 WATCHED = (
@@ -131,7 +133,7 @@ class Guard:
         self._flag("write_outside_workdir", f"wrote {path} (outside its working directory)")
 
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
-        if self._busy:
+        if event not in _EVENTS or self._busy:  # cheap for the events nobody watches
             return
         self._busy = True
         try:
@@ -158,7 +160,7 @@ class Guard:
                 path = self._resolve(args[i]) if i < len(args) else None
                 if path is not None:
                     self._check_write(path)
-        elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
+        elif event in _SOCKET_EVENTS:
             sock = args[0]
             if getattr(sock, "family", None) in _INET:
                 self._flag("network_access", f"{event.split('.')[1]} to {args[-1]!r}")
