@@ -10,11 +10,18 @@ arms, because both get identical inputs and return outputs of the same shape. Ti
 the worker's clocks, or work shifted out of the timed calls, therefore shows up as *excess
 unexplained time* next to the other arm:
 
-- wall: elapsed time the judge saw but the reported call times do not explain. Beyond half the
-  other arm's call time, the reported times are impossibly small: `timing_tampered`.
-- cpu: CPU time the kernel charged to the worker but its calling thread's clock did not see
-  (work in other threads or a faked CPU clock). Then CPU time does not represent this arm's
-  cost and the comparison falls back to wall time.
+- wall: elapsed time the judge saw but the reported call times do not explain;
+- cpu: CPU time the kernel charged to the worker (all threads) but the calling thread's clock
+  did not see: work in other threads, or a faked CPU clock.
+
+Compared at the minimum over batches, beyond a quarter of the other arm's call time plus a
+fifth of its unexplained time plus 50 us (the noise of moving data and scheduling), a check
+fails. Both failing for one arm and workload means its reported times are impossibly small:
+`timing_tampered`. The CPU check failing alone means CPU time does not represent that arm's
+cost, and the comparison falls back to wall time (which it reported honestly). The wall check
+failing alone is noise on a loaded machine (a pinned worker waits while another process holds
+its CPU) and is reported, not acted on. A clock that under-reports by less than the allowance
+slips through; the worker's guard watches its globals for the same reason.
 """
 
 from __future__ import annotations
@@ -25,10 +32,15 @@ from pathlib import Path
 
 from optarena.judge._stats import median
 
-# Excess unexplained time per call must exceed this fraction of the reference arm's per-call
-# time, plus a fixed allowance for scheduler and page-fault noise, before it is called tampering.
-TAMPER_FRACTION = 0.5
+# Excess unexplained time per call must exceed this fraction of the other arm's per-call time,
+# plus a fixed allowance for scheduler and page-fault noise, before it is called tampering. An
+# honest arm can differ a little (a non-contiguous output is copied outside the timed call).
+TAMPER_FRACTION = 0.25
+# ... plus this fraction of the other arm's own unexplained time (its size sets its noise) ...
+OVERHEAD_FRACTION = 0.2
 TAMPER_FLOOR_NS = 50_000
+# ... judged only with this many timed batches per arm and workload (two process pairs).
+MIN_BATCHES = 8
 
 
 @dataclass(frozen=True)
@@ -79,7 +91,11 @@ def minor_faults(pid: int) -> int | None:
 
 @dataclass(frozen=True)
 class IntegrityCheck:
-    """Excess unexplained time of one arm over the other, per call (medians over batches)."""
+    """Excess unexplained time of one arm over the other, per call.
+
+    Unexplained time is compared at its minimum over batches: hidden time shifts every batch,
+    while a busy machine (preemption, cache pollution, a late page fault) only ever adds to some.
+    """
 
     clock: str  # "wall" or "cpu"
     passed: bool
@@ -96,23 +112,26 @@ def _unexplained(obs: list[BatchObservation], clock: str) -> float | None:
             return None
         claimed = o.reported_wall_ns if clock == "wall" else o.reported_cpu_ns
         vals.append((seen - claimed) / o.calls)
-    return median(vals) if vals else None
+    return min(vals) if vals else None
 
 
 def check_against_reference(
     subject: list[BatchObservation], reference: list[BatchObservation], clock: str
 ) -> IntegrityCheck:
     """Whether `subject` hid time from `clock` that `reference` spent in the open."""
-    if not subject or not reference:
-        return IntegrityCheck(clock, True, "no batches to compare", None, 0.0)
+    n = min(len(subject), len(reference))
+    if n < MIN_BATCHES:
+        # Too few to tell a floor from noise; and with fewer than two pairs measured, no
+        # verdict can be improved or regressed either.
+        return IntegrityCheck(clock, True, f"too few batches to cross-check ({n})", None, 0.0)
     claimed = [
         (o.reported_wall_ns if clock == "wall" else o.reported_cpu_ns) / o.calls for o in reference
     ]
     ref_call = median(claimed)
-    allowed = TAMPER_FRACTION * ref_call + TAMPER_FLOOR_NS
     mine, theirs = _unexplained(subject, clock), _unexplained(reference, clock)
     if mine is None or theirs is None:
-        return IntegrityCheck(clock, True, "no OS accounting on this machine", None, allowed)
+        return IntegrityCheck(clock, True, "no OS accounting on this machine", None, 0.0)
+    allowed = TAMPER_FRACTION * ref_call + OVERHEAD_FRACTION * max(theirs, 0.0) + TAMPER_FLOOR_NS
     excess = mine - theirs
     if excess > allowed:
         what = "wall time" if clock == "wall" else "CPU time outside the calling thread's clock"

@@ -132,10 +132,10 @@ class Measurement:
             return Outcome(failure=failure)
         used = time.monotonic() - t0
         integrity = integrity_checks(pairs, self.workloads)
-        for check in integrity:
-            if check.clock == "wall" and not check.passed and check.arm in subjects:
-                finding = fail("timing", "timing_tampered", check.detail)
-                return Outcome(failure=ArmFailure(check.arm, finding, check.workload))
+        tampered = tampering(integrity, subjects)
+        if tampered is not None:
+            finding = fail("timing", "timing_tampered", tampered.detail)
+            return Outcome(failure=ArmFailure(tampered.arm, finding, tampered.workload))
         clock, note = choose_clock(integrity)
         estimates = {
             w: self._estimate([p.workloads[w].log_ratio(clock) for p in pairs])
@@ -240,6 +240,20 @@ def integrity_checks(pairs: Sequence[PairRecord], workloads: Sequence[str]) -> l
                     )
                 )
     return out
+
+
+def tampering(integrity: Sequence[Integrity], subjects: Sequence[str]) -> Integrity | None:
+    """A subject arm whose both clocks missed time the OS saw (same workload): tampering.
+
+    Either check alone is not enough. The wall check is noisy on a loaded machine (a pinned
+    worker waits whenever another process holds its CPU); and when only the CPU check fails
+    the verdict falls back to wall time, which that arm reported honestly.
+    """
+    failed = {(c.arm, c.workload, c.clock): c for c in integrity if not c.passed}
+    for (arm, workload, clock), c in failed.items():
+        if clock == "wall" and arm in subjects and (arm, workload, "cpu") in failed:
+            return c
+    return None
 
 
 def choose_clock(integrity: Sequence[Integrity]) -> tuple[Clock, str]:

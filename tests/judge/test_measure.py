@@ -1,0 +1,177 @@
+"""The speed phase end to end, with small budgets and assertions that tolerate a noisy machine.
+
+Only effects far beyond the noise are asserted (a 2x planted slowdown); for identical code only
+that it never reads improved/regressed. Candidates that cheat while timed must lose their
+metric.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from optarena.cli import main
+from optarena.judge import JudgeOptions, aa_control, compare, judge
+from optarena.sandbox import SandboxPolicy
+from optarena.tasks import BUILTIN_DIR, Task, load_task
+
+BASE = """
+import numpy as np
+
+
+def _norm(x, weight, eps):
+    return x / np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + eps) * weight
+"""
+
+SLOW_2X = (
+    BASE
+    + """
+
+def rmsnorm(x, weight, *, eps):
+    _norm(x, weight, eps)  # the same work twice: a known, correct 2x slowdown
+    return _norm(x, weight, eps)
+"""
+)
+
+# Correct while judged for correctness (at most 9 calls of one shape in a row there, 3 each for
+# three edge workloads of one shape); wrong once a process keeps getting the same shape, which
+# is what a timed phase looks like.
+WRONG_WHILE_TIMED = (
+    BASE
+    + """
+_last = [None, 0]
+
+
+def rmsnorm(x, weight, *, eps):
+    _last[1] = _last[1] + 1 if _last[0] == x.shape else 1
+    _last[0] = x.shape
+    out = _norm(x, weight, eps)
+    return out * 1.01 if _last[1] > 12 else out
+"""
+)
+
+# Rewrites the worker's bound clocks so that every call seems 20x faster.
+CLOCK_TAMPER = (
+    BASE
+    + """
+import __main__
+
+_wall, _cpu = __main__._perf_ns, __main__._thread_cpu_ns
+__main__._perf_ns = lambda: _wall() // 20
+__main__._thread_cpu_ns = lambda: _cpu() // 20
+
+
+def rmsnorm(x, weight, *, eps):
+    return _norm(x, weight, eps)
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def small_task(tmp_path_factory: pytest.TempPathFactory) -> Task:
+    """rmsnorm with a smaller prefill and fewer pairs before a verdict: quick to measure."""
+    root = tmp_path_factory.mktemp("measure") / "rmsnorm"
+    shutil.copytree(BUILTIN_DIR / "rmsnorm", root, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = root / "task.toml"
+    text = spec.read_text()
+    edits = {
+        "shape = [2, 256, 4096]": "shape = [2, 128, 4096]",
+        "[measurement]\n": "[measurement]\nmin_pairs = 3\n",
+    }
+    for old, new in edits.items():
+        assert old in text, f"the rmsnorm task changed: update this fixture ({old!r})"
+        text = text.replace(old, new, 1)
+    spec.write_text(text)
+    return load_task(root)
+
+
+@pytest.fixture
+def cand(tmp_path: Path) -> Callable[[str], Path]:
+    def make(source: str) -> Path:
+        d = tmp_path / f"cand-{abs(hash(source))}"
+        d.mkdir()
+        (d / "solution.py").write_text(textwrap.dedent(source))
+        return d
+
+    return make
+
+
+def test_a_planted_2x_slowdown_is_regressed(small_task: Task, cand: Callable[[str], Path]) -> None:
+    result = judge(small_task, cand(SLOW_2X), JudgeOptions(budget_s=6.0))
+    assert result.verdict == "accepted"
+    m = result.metrics
+    assert m is not None and m["verdict"] == "regressed", m and m["overall"]
+    assert m["overall"]["ratio"] > 1.5
+    assert m["stop"]["reason"] in ("decided", "precise", "budget")
+    # raw samples, in order, for every pair: rounds x 2 slots x calls per slot, both arms
+    for w in m["workloads"]:
+        for p in w["pairs"]:
+            n = len(p["orders"]) * 2 * p["calls_per_slot"]
+            assert len(p["a_ns"]) == len(p["b_ns"]) == len(p["a_cpu_ns"]) == n
+            assert sorted(p["orders"]) == ["ABBA", "BAAB"]
+    assert result.timings_s["measurement"] > 0
+    assert m["instructions"]["available"] is False
+
+
+def test_aa_is_never_improved_or_regressed(small_task: Task) -> None:
+    control = aa_control(small_task, budget_s=5.0, seed=11)
+    c = control.comparison
+    assert c.overall.verdict in ("no_difference", "inconclusive")
+    assert c.arms == {"a": "baseline", "b": "baseline (copy)"}
+    assert c.clock == "cpu" and all(i.passed for i in c.integrity if i.clock == "cpu")
+
+
+def test_wrong_only_while_timed_is_rejected_without_metrics(
+    small_task: Task, cand: Callable[[str], Path]
+) -> None:
+    result = judge(small_task, cand(WRONG_WHILE_TIMED), JudgeOptions(budget_s=5.0))
+    assert result.verdict == "rejected"
+    assert result.metrics is None
+    assert "out_of_tolerance" in result.reason_codes
+    assert any("while timed" in r for r in result.reasons)
+
+
+def test_a_tampered_clock_is_caught_by_os_accounting(
+    small_task: Task, cand: Callable[[str], Path]
+) -> None:
+    # The worker's guard would flag the patched globals first; without it, the OS cross-check
+    # must still reject the candidate.
+    options = JudgeOptions(budget_s=5.0, sandbox=SandboxPolicy(guard=False))
+    result = judge(small_task, cand(CLOCK_TAMPER), options)
+    assert result.verdict == "rejected", result.metrics and result.metrics["overall"]
+    assert result.metrics is None
+    assert "timing_tampered" in result.reason_codes
+
+
+def test_compare_two_candidates(small_task: Task, cand: Callable[[str], Path]) -> None:
+    slow = cand(SLOW_2X)
+    result = compare(small_task, small_task.baseline_dir, slow, JudgeOptions(budget_s=5.0))
+    assert result.a.verdict == result.b.verdict == "accepted"
+    assert result.comparison is not None and result.failure is None
+    assert result.comparison.overall.verdict == "regressed"
+    wrong = cand(WRONG_WHILE_TIMED)
+    r2 = compare(small_task, wrong, small_task.baseline_dir, JudgeOptions(budget_s=4.0))
+    assert r2.comparison is None and r2.failure is not None and r2.failure.startswith("arm a")
+
+
+def test_cli_flags(
+    small_task: Task, cand: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = str(small_task.baseline_dir)
+    assert main(["judge", str(small_task.root), base, "--no-measure", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"] is None
+    assert main(["judge", str(small_task.root), base, "--budget-s", "-1"]) == 2
+    assert main(["judge", str(small_task.root), base, "--min-effect", "1.5"]) == 2
+    assert main(["compare", str(small_task.root), base, str(tmp_missing := base + "-nope")]) == 2
+    assert not Path(tmp_missing).exists()
+    code = main(
+        ["compare", str(small_task.root), base, str(cand(SLOW_2X)), "--budget-s", "3", "--json"]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0, out["failure"] or out["a"]["reasons"] + out["b"]["reasons"]
+    assert out["comparison"]["stop"]["pairs"] >= 1
