@@ -67,6 +67,27 @@ def find_pids_root() -> tuple[Path | None, str]:
     return None, "no writable pids controller"
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(base: Path) -> None:
+    """Remove cgroups left by judges that died without cleaning up (killed, power cut):
+    their processes are killed and the directory deleted. Named optarena-<judge pid>-<hex>."""
+    for path in base.glob("optarena-*-*"):
+        owner = path.name.split("-")[1]
+        if owner.isdigit() and not _alive(int(owner)):
+            stale = PidsCgroup.__new__(PidsCgroup)
+            stale.path = path
+            stale.remove()
+
+
 class PidsCgroup:
     """One freshly created pids cgroup; `remove()` ends its processes and deletes it."""
 

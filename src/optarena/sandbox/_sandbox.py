@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from optarena.sandbox import _linux
-from optarena.sandbox._cgroup import PidsCgroup, attach_self, find_pids_root
+from optarena.sandbox._cgroup import PidsCgroup, attach_self, find_pids_root, sweep_stale
 from optarena.sandbox._mounts import Mask, apply_masks, blockers, plan_masks
 from optarena.sandbox._process import ResourceLimits, kill_tree, spawn
 from optarena.sandbox._tree import (
@@ -176,6 +176,7 @@ def probe() -> Capabilities:
     cgroup: str | None = None if base is not None else why
     if base is not None:
         try:
+            sweep_stale(base)
             PidsCgroup(base, 8).remove()
         except OSError as e:
             cgroup, base = f"cannot create a cgroup: {e}", None
