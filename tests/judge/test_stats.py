@@ -18,6 +18,7 @@ from optarena.judge._stats import (
     expanded_tail,
     hodges_lehmann,
     log_threshold,
+    lower_half_mean,
     mad,
     mean_rows,
     median,
@@ -43,8 +44,16 @@ def test_median_mad_hodges_lehmann() -> None:
         hodges_lehmann([])
 
 
-def test_round_log_ratio_is_log_of_median_ratio() -> None:
-    assert round_log_ratio([100, 100, 300], [110, 110, 110]) == pytest.approx(L(1.1))
+def test_lower_half_mean() -> None:
+    assert lower_half_mean([4, 1, 3, 2]) == 1.5
+    assert lower_half_mean([5, 1, 3]) == pytest.approx((1 + 0.5 * 3) / 1.5)
+    assert lower_half_mean([7]) == 7
+    with pytest.raises(ValueError):
+        lower_half_mean([])
+
+
+def test_round_log_ratio_compares_the_faster_halves() -> None:
+    assert round_log_ratio([100, 100, 900, 900], [110, 110, 110, 500]) == pytest.approx(L(1.1))
     assert round_log_ratio([200, 200], [100, 100]) == pytest.approx(-L(2))
     with pytest.raises(ValueError):
         round_log_ratio([100], [0])

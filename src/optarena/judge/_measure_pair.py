@@ -86,7 +86,7 @@ class WorkloadSamples:
     warmup_batches: list[int] = field(default_factory=list)  # per arm, in ARMS order
 
     def round_log_ratios(self, clock: str) -> list[float]:
-        """Per round: log(median b / median a) over the round's 2 x calls_per_slot calls."""
+        """Per round: `round_log_ratio` over the round's 2 x calls_per_slot calls per arm."""
         data = self.cpu if clock == "cpu" else self.wall
         n = 2 * self.calls_per_slot
         return [

@@ -64,7 +64,7 @@ class PairSamples(_Model):
     a_cpu_ns: list[int] = Field(description="arm a, thread CPU time of each call (ns)")
     b_cpu_ns: list[int] = Field(description="arm b, thread CPU time of each call (ns)")
     round_log_ratios: list[float] = Field(
-        description="per round: log(median b / median a) on the comparison's clock"
+        description="per round: log(b / a) of the faster half's mean, on the comparison's clock"
     )
     log_ratio: float = Field(description="the pair's statistic: median of its round log-ratios")
 
