@@ -168,7 +168,9 @@ def probe() -> Capabilities:
         return Capabilities(root, why, why, why)
     ids = None if root else (os.getuid(), os.getgid())
     user_flag = 0 if root else _linux.CLONE_NEWUSER
-    cwd = str(Path.cwd()) if os.access(Path.cwd(), os.X_OK) else "/"
+    # "/" rather than the caller's cwd: a cwd under /tmp (a CI checkout) vanishes behind the
+    # probe's /tmp mask, which would make mount namespaces look unavailable when they are not.
+    cwd = "/"
     netns = _try_child(ChildPlan(cwd, user_flag | _linux.CLONE_NEWNET, ids))
     mnt_plan = ChildPlan(cwd, user_flag | _linux.CLONE_NEWNS, ids, masks=(Mask("/tmp", (), True),))
     mountns = _try_child(mnt_plan)
