@@ -103,10 +103,11 @@ def compare(
             f = main.failure
             result.failure = f"arm {f.arm}: {f}"
             return result
+        assert main.comparison is not None
         if options.aa:
             t2 = time.monotonic()
             aa, result.aa = run_aa(task, Path(tmp), opts)
-            apply_floor(main, aa, main.comparison.protocol.min_effect if main.comparison else 0.0)
+            apply_floor(main, aa, main.comparison.protocol.min_effect)
             result.timings_s["aa"] = round(time.monotonic() - t2, 3)
     result.comparison = main.comparison
     return result

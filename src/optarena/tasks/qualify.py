@@ -34,7 +34,7 @@ class AAOutcome(BaseModel):
 
 # A short A/A run: enough to catch a protocol that cannot tell the same code from itself (the
 # failure this guards against reads "improved"/"regressed"), short enough to qualify often.
-QUALIFY_AA_BUDGET_S = 10.0
+QUALIFY_AA_BUDGET_S = 8.0
 
 
 class QualifyReport(BaseModel):
