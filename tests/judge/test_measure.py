@@ -72,6 +72,10 @@ def rmsnorm(x, weight, *, eps):
 )
 
 
+# Enough for about three process pairs of the small task below on a busy 2-core machine.
+BUDGET_S = 7.0
+
+
 @pytest.fixture(scope="module")
 def small_task(tmp_path_factory: pytest.TempPathFactory) -> Task:
     """rmsnorm with a smaller prefill and fewer pairs before a verdict: quick to measure."""
@@ -80,7 +84,7 @@ def small_task(tmp_path_factory: pytest.TempPathFactory) -> Task:
     spec = root / "task.toml"
     text = spec.read_text()
     edits = {
-        "shape = [2, 256, 4096]": "shape = [2, 128, 4096]",
+        "shape = [2, 256, 4096]": "shape = [2, 64, 4096]",
         "[measurement]\n": "[measurement]\nmin_pairs = 3\n",
     }
     for old, new in edits.items():
@@ -102,7 +106,7 @@ def cand(tmp_path: Path) -> Callable[[str], Path]:
 
 
 def test_a_planted_2x_slowdown_is_regressed(small_task: Task, cand: Callable[[str], Path]) -> None:
-    result = judge(small_task, cand(SLOW_2X), JudgeOptions(budget_s=6.0))
+    result = judge(small_task, cand(SLOW_2X), JudgeOptions(budget_s=BUDGET_S))
     assert result.verdict == "accepted"
     m = result.metrics
     assert m is not None and m["verdict"] == "regressed", m and m["overall"]
@@ -113,13 +117,14 @@ def test_a_planted_2x_slowdown_is_regressed(small_task: Task, cand: Callable[[st
         for p in w["pairs"]:
             n = len(p["orders"]) * 2 * p["calls_per_slot"]
             assert len(p["a_ns"]) == len(p["b_ns"]) == len(p["a_cpu_ns"]) == n
-            assert sorted(p["orders"]) == ["ABBA", "BAAB"]
+            assert p["orders"].count("ABBA") == p["orders"].count("BAAB") >= 1
+            assert all(x != y for x, y in zip(p["orders"], p["orders"][1:], strict=False))
     assert result.timings_s["measurement"] > 0
     assert m["instructions"]["available"] is False
 
 
 def test_aa_is_never_improved_or_regressed(small_task: Task) -> None:
-    control = aa_control(small_task, budget_s=5.0, seed=11)
+    control = aa_control(small_task, budget_s=BUDGET_S, seed=11)
     c = control.comparison
     assert c.overall.verdict in ("no_difference", "inconclusive")
     assert c.arms == {"a": "baseline", "b": "baseline (copy)"}
@@ -129,7 +134,7 @@ def test_aa_is_never_improved_or_regressed(small_task: Task) -> None:
 def test_wrong_only_while_timed_is_rejected_without_metrics(
     small_task: Task, cand: Callable[[str], Path]
 ) -> None:
-    result = judge(small_task, cand(WRONG_WHILE_TIMED), JudgeOptions(budget_s=5.0))
+    result = judge(small_task, cand(WRONG_WHILE_TIMED), JudgeOptions(budget_s=BUDGET_S))
     assert result.verdict == "rejected"
     assert result.metrics is None
     assert "out_of_tolerance" in result.reason_codes
@@ -141,7 +146,7 @@ def test_a_tampered_clock_is_caught_by_os_accounting(
 ) -> None:
     # The worker's guard would flag the patched globals first; without it, the OS cross-check
     # must still reject the candidate.
-    options = JudgeOptions(budget_s=5.0, sandbox=SandboxPolicy(guard=False))
+    options = JudgeOptions(budget_s=BUDGET_S, sandbox=SandboxPolicy(guard=False))
     result = judge(small_task, cand(CLOCK_TAMPER), options)
     assert result.verdict == "rejected", result.metrics and result.metrics["overall"]
     assert result.metrics is None
@@ -150,12 +155,12 @@ def test_a_tampered_clock_is_caught_by_os_accounting(
 
 def test_compare_two_candidates(small_task: Task, cand: Callable[[str], Path]) -> None:
     slow = cand(SLOW_2X)
-    result = compare(small_task, small_task.baseline_dir, slow, JudgeOptions(budget_s=5.0))
+    result = compare(small_task, small_task.baseline_dir, slow, JudgeOptions(budget_s=BUDGET_S))
     assert result.a.verdict == result.b.verdict == "accepted"
     assert result.comparison is not None and result.failure is None
     assert result.comparison.overall.verdict == "regressed"
     wrong = cand(WRONG_WHILE_TIMED)
-    r2 = compare(small_task, wrong, small_task.baseline_dir, JudgeOptions(budget_s=4.0))
+    r2 = compare(small_task, wrong, small_task.baseline_dir, JudgeOptions(budget_s=BUDGET_S))
     assert r2.comparison is None and r2.failure is not None and r2.failure.startswith("arm a")
 
 

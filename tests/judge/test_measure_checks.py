@@ -23,7 +23,7 @@ from optarena.judge._measure_checks import (
     reply_problem,
     within_tolerance,
 )
-from optarena.judge._measure_pair import MAX_SLOT_CALLS, slot_calls
+from optarena.judge._measure_pair import MAX_SLOT_CALLS, round_factor, slot_calls
 from optarena.judge._metrics import Integrity
 from optarena.tasks import Tolerance
 
@@ -136,7 +136,7 @@ def test_reply_validation() -> None:
 
 def _inp(ref: np.ndarray) -> TimedInput:
     x = ref.astype(np.float32)
-    return TimedInput([x], {}, ref, [x])
+    return TimedInput([x], {}, [x], ref)
 
 
 def test_output_checks_fast_path_and_details() -> None:
@@ -178,8 +178,11 @@ def test_slot_sizing_and_prefault() -> None:
     assert slot_calls(per_call_ns=5_000_000, per_call_bytes=1 << 20, least=3) == 3
     assert slot_calls(per_call_ns=1_000, per_call_bytes=1 << 10, least=3) == MAX_SLOT_CALLS
     assert slot_calls(per_call_ns=1_000, per_call_bytes=32 << 20, least=3) == 3  # memory cap
+    assert [round_factor(ns) for ns in (100_000, 1_000_000, 5_000_000)] == [2, 1, 1]
     ref = np.zeros((256, 1024))
     inputs = [_inp(ref)] * 4
-    assert call_bytes(inputs) == 2 * ref.size * 4 + ref.size * 8
+    assert call_bytes(inputs) == 4 * ref.size * 4
+    with pytest.raises(RuntimeError):
+        TimedInput([], {}, []).expected()  # no oracle answer before both arms have run
     assert prefault_mb(100 << 20, memory_mb=4096) == 166
     assert prefault_mb(10 << 30, memory_mb=4096) == 1024

@@ -15,7 +15,7 @@ unexplained time* next to the other arm:
   did not see: work in other threads, or a faked CPU clock.
 
 Compared at the minimum over batches, beyond a quarter of the other arm's call time plus a
-fifth of its unexplained time plus 50 us (the noise of moving data and scheduling), a check
+twentieth of its unexplained time plus 50 us (the noise of moving data and scheduling), a check
 fails. Both failing for one arm and workload means its reported times are impossibly small:
 `timing_tampered`. The CPU check failing alone means CPU time does not represent that arm's
 cost, and the comparison falls back to wall time (which it reported honestly). The wall check
@@ -37,7 +37,7 @@ from optarena.judge._stats import median
 # honest arm can differ a little (a non-contiguous output is copied outside the timed call).
 TAMPER_FRACTION = 0.25
 # ... plus this fraction of the other arm's own unexplained time (its size sets its noise) ...
-OVERHEAD_FRACTION = 0.2
+OVERHEAD_FRACTION = 0.05
 TAMPER_FLOOR_NS = 50_000
 # ... judged only with this many timed batches per arm and workload (two process pairs).
 MIN_BATCHES = 8

@@ -28,18 +28,27 @@ _FINGERPRINT_ELEMENTS = 1 << 16
 
 @dataclass
 class TimedInput:
-    """One call's inputs, generated before any batch is sent, and the oracle's answer."""
+    """One call's inputs, generated before any batch is sent, and (later) the oracle's answer.
+
+    The answer is computed only after both arms have answered (`ref` is None until then), as in
+    the correctness phase: the expected output never exists while this input's call runs.
+    """
 
     args: list[Any]
     kwargs: dict[str, Any]
-    ref: np.ndarray
     arrays: list[np.ndarray]
+    ref: np.ndarray | None = None
     _allowed: np.ndarray | None = None
+
+    def expected(self) -> np.ndarray:
+        if self.ref is None:
+            raise RuntimeError("the oracle has not run for this input yet")
+        return self.ref
 
     def allowed(self, tol: Tolerance) -> np.ndarray:
         """atol + rtol * |ref|, computed once and shared by both arms' outputs."""
         if self._allowed is None:
-            a = np.abs(self.ref)
+            a = np.abs(self.expected())
             a *= tol.rtol
             a += tol.atol
             self._allowed = a
@@ -48,9 +57,10 @@ class TimedInput:
 
 def within_tolerance(out: np.ndarray, inp: TimedInput, tol: Tolerance) -> bool:
     """Fast pass test with few temporaries; anything else gets the detailed checks."""
-    if out.shape != inp.ref.shape:
+    ref = inp.expected()
+    if out.shape != ref.shape:
         return False
-    err = np.subtract(out, inp.ref, dtype=np.float64)
+    err = np.subtract(out, ref, dtype=np.float64)
     np.abs(err, out=err)
     return bool(np.all(err <= inp.allowed(tol)))
 
@@ -81,13 +91,13 @@ def first_failure(
     `earlier` holds fingerprints of this arm's earlier timed outputs (None: no replay check,
     for warm-up calls whose inputs repeat on purpose).
     """
-    out = reply["outputs"][i]
+    out, ref = reply["outputs"][i], inp.expected()
     found = [check_type(out)]
     if isinstance(out, np.ndarray):
-        shape = check_shape(out, inp.ref)
+        shape = check_shape(out, ref)
         found += [shape, check_dtype(out, dtype)]
         if shape.passed and not within_tolerance(out, inp, tol):
-            found += [check_finite(out, inp.ref), check_tolerance(out, inp.ref, tol.atol, tol.rtol)]
+            found += [check_finite(out, ref), check_tolerance(out, ref, tol.atol, tol.rtol)]
     if reply["inputs_modified"][i]:
         found.append(fail("inputs_unmodified", "input_mutated", "an input was modified in place"))
     if reply["aliases"][i]:
@@ -123,10 +133,11 @@ def reply_problem(reply: dict[str, Any], n: int) -> Finding | None:
 
 def call_bytes(inputs: list[TimedInput]) -> int:
     """Memory one call of a batch keeps alive in the worker: inputs, their copies (for the
-    mutation check) and the output (counted as float64, the widest it may be)."""
+    mutation check), the output and its snapshot at return (each as large as the largest
+    input array)."""
     in_bytes = max(sum(a.nbytes for a in i.arrays) for i in inputs)
-    out_bytes = max(i.ref.size for i in inputs) * 8
-    return 2 * in_bytes + out_bytes
+    out_bytes = max((max((a.nbytes for a in i.arrays), default=0) for i in inputs), default=0)
+    return 2 * in_bytes + 2 * out_bytes
 
 
 def prefault_mb(batch_bytes: int, memory_mb: int) -> int:

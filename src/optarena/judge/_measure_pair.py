@@ -43,6 +43,7 @@ CLOCKS = ("cpu", "wall")
 SLOT_WARMUP = 1  # leading call of every slot, on a warm-up input, whose time is not counted
 SLOT_TARGET_NS = 1_000_000  # short calls get more calls per slot, up to about this much work
 MAX_SLOT_CALLS = 32
+CHEAP_CALL_NS = 500_000  # shorter calls get twice the rounds per pair
 SLOT_MEMORY_BYTES = 64 << 20  # ... as long as one slot's inputs and outputs fit in this
 MAX_WARMUP_BATCHES = 4  # per arm and workload in each fresh process
 WARMUP_FAULT_LIMIT = 64  # minor faults in a batch that still count as "no new memory"
@@ -80,6 +81,7 @@ class WorkloadSamples:
     """
 
     calls_per_slot: int = 0
+    rounds: int = 0
     wall: dict[str, list[int]] = field(default_factory=lambda: {"a": [], "b": []})
     cpu: dict[str, list[int]] = field(default_factory=lambda: {"a": [], "b": []})
     orders: list[str] = field(default_factory=list)
@@ -95,8 +97,20 @@ class WorkloadSamples:
         ]
 
     def log_ratio(self, clock: str) -> float:
-        """The pair's statistic: the median over its rounds (a balanced ABBA + BAAB mean)."""
-        return median(self.round_log_ratios(clock))
+        """The pair's statistic: the mean over its rounds, as many ABBA as BAAB, so the
+        advantage of running two slots back to back cancels."""
+        rounds = self.round_log_ratios(clock)
+        return sum(rounds) / len(rounds)
+
+
+@dataclass
+class Batch:
+    """One batch's reply and its per-call times (wall, thread CPU), and the faults it caused."""
+
+    reply: dict[str, Any]
+    wall: list[int]
+    cpu: list[int]
+    faults: int | None
 
 
 @dataclass
@@ -114,6 +128,12 @@ def slot_calls(per_call_ns: float, per_call_bytes: int, least: int) -> int:
     """Calls per slot: enough for about SLOT_TARGET_NS of work, within the slot memory cap."""
     by_time = math.ceil(SLOT_TARGET_NS / max(per_call_ns, 1.0))
     return max(least, min(by_time, slot_call_cap(per_call_bytes, least)))
+
+
+def round_factor(per_call_ns: float) -> int:
+    """More rounds per pair for cheap calls: their noise comes in whole slots (a busy moment
+    slows a slot, not a call), so more, short slots average it down at little cost."""
+    return 2 if per_call_ns < CHEAP_CALL_NS else 1
 
 
 def slot_call_cap(per_call_bytes: int, least: int) -> int:
@@ -165,12 +185,14 @@ class PairSession:
         try:
             self._start(order, prefault_mb(heap, self.task.spec.limits.memory_mb))
             for w in timed:
-                per_call = self._warmup(w, warm[w.name], samples[w.name])
-                bytes_ = call_bytes(warm[w.name])
-                samples[w.name].calls_per_slot = slot_calls(per_call, bytes_, least)
-            for r in range(self.plan.rounds):
+                acc = samples[w.name]
+                per_call = self._warmup(w, warm[w.name], acc)
+                acc.calls_per_slot = slot_calls(per_call, call_bytes(warm[w.name]), least)
+                acc.rounds = self.plan.rounds * round_factor(per_call)
+            for r in range(max(acc.rounds for acc in samples.values())):
                 for wi, w in self.rng.sample(list(enumerate(timed)), len(timed)):
-                    self._round(r, wi, w, warm[w.name], samples[w.name])
+                    if r < samples[w.name].rounds:
+                        self._round(r, wi, w, warm[w.name], samples[w.name])
             for arm, worker in self.workers.items():
                 for finding in stray_findings(worker):
                     raise ArmFailure(arm, finding, None)
@@ -225,9 +247,14 @@ class PairSession:
                 self.plan.seed, _MEASURE_TAG, self.plan.stream, self.index, wi, r, slot, c
             )
             args, kwargs = self.task.generator(w, seed)
-            ref = np.asarray(self.task.oracle(*args, **kwargs), dtype=np.float64)
-            out.append(TimedInput(args, kwargs, ref, array_inputs(args, kwargs)))
+            out.append(TimedInput(args, kwargs, array_inputs(args, kwargs)))
         return out
+
+    def _answer(self, inputs: list[TimedInput]) -> None:
+        """The oracle's answers, once both arms have answered these inputs."""
+        for inp in inputs:
+            if inp.ref is None:
+                inp.ref = np.asarray(self.task.oracle(*inp.args, **inp.kwargs), dtype=np.float64)
 
     def _warmup(self, w: Workload, inputs: list[TimedInput], acc: WorkloadSamples) -> float:
         """Untimed batches per arm until the worker stops faulting in new memory.
@@ -237,18 +264,24 @@ class PairSession:
         worker's page faults (OS accounting) and repeats, at most MAX_WARMUP_BATCHES times,
         while a batch keeps touching new memory: on a virtual machine, calls on freshly faulted
         memory ran several times slower. Warm-up inputs repeat on purpose (they are never
-        timed); their outputs are still checked. Returns the median warm call time (ns).
+        timed); the outputs of each arm's first warm-up batch are checked. Returns the median
+        warm call time (ns).
         """
+        first: dict[str, Batch] = {}
         last: list[int] = []
         for arm in ARMS:
             batches = 0
             while batches < MAX_WARMUP_BATCHES:
                 batches += 1
-                (_, cpu), faults = self._batch(arm, w, inputs, fresh_from=len(inputs))
-                if faults is None or faults <= WARMUP_FAULT_LIMIT:
+                b = self._batch(arm, w, inputs, counted=False, skip=0 if batches == 1 else None)
+                first.setdefault(arm, b)
+                if b.faults is None or b.faults <= WARMUP_FAULT_LIMIT:
                     break
             acc.warmup_batches.append(batches)
-            last += cpu
+            last += b.cpu
+        self._answer(inputs)
+        for arm, b in first.items():
+            self._check(arm, w, inputs, b, counted_from=len(inputs))
         return median(last)
 
     def _round(
@@ -258,30 +291,35 @@ class PairSession:
 
         Each slot starts with a call on a warm-up input whose time is dropped (the first call
         after the worker has been receiving data is consistently slower); every counted call
-        gets a fresh input that no arm has seen before.
+        gets a fresh input that no arm has seen before. A set's outputs are checked once both
+        arms have answered it.
         """
         k = acc.calls_per_slot
-        sets = [[warm[s % len(warm)], *self._inputs(wi, w, r, s, k)] for s in (0, 1)]
         order = self.orders[(r + self.first_order) % 2]
-        for pos, arm in enumerate(order):
-            (wall, cpu), _ = self._batch(arm, w, sets[pos // 2], fresh_from=SLOT_WARMUP)
-            acc.wall[arm] += wall[SLOT_WARMUP:]
-            acc.cpu[arm] += cpu[SLOT_WARMUP:]
+        for half in (0, 1):
+            inputs = [warm[half % len(warm)], *self._inputs(wi, w, r, half, k)]
+            done = []
+            for arm in order[2 * half : 2 * half + 2]:
+                b = self._batch(arm, w, inputs, counted=True, skip=SLOT_WARMUP)
+                acc.wall[arm] += b.wall[SLOT_WARMUP:]
+                acc.cpu[arm] += b.cpu[SLOT_WARMUP:]
+                done.append((arm, b))
+            self._answer(inputs[SLOT_WARMUP:])
+            for arm, b in done:
+                self._check(arm, w, inputs, b, counted_from=SLOT_WARMUP)
         acc.orders.append(order.upper())
 
     def _batch(
-        self, arm: str, w: Workload, inputs: list[TimedInput], fresh_from: int
-    ) -> tuple[tuple[list[int], list[int]], int | None]:
-        """One batch on one arm: its reported (wall, CPU) times and the minor faults it caused.
+        self, arm: str, w: Workload, inputs: list[TimedInput], counted: bool, skip: int | None
+    ) -> Batch:
+        """One batch on one arm: the reply, validated as data, and what the OS saw of it.
 
-        Calls from `fresh_from` on are the counted ones: their outputs join the replay check
-        and the batch is recorded for the OS-accounting cross-check.
+        `skip` leading outputs are not sent back (None: none at all); a `counted` batch is
+        recorded for the OS-accounting cross-check.
         """
         worker = self.workers[arm]
         calls = [{"args": i.args, "kwargs": i.kwargs} for i in inputs]
-        # Outputs of a slot's leading warm-up call are neither sent back nor checked.
-        skip = fresh_from if fresh_from < len(inputs) else 0
-        msg = {"op": "time", "calls": calls, "skip_outputs": skip}
+        msg = {"op": "time", "calls": calls, "skip_outputs": len(calls) if skip is None else skip}
         pid = worker.proc.pid
         faults0, (cpu0, source) = minor_faults(pid), cpu_time_ns(pid)
         t0 = time.perf_counter_ns()
@@ -299,19 +337,26 @@ class PairSession:
         problem = reply_problem(reply, len(inputs))
         if problem is not None:
             raise ArmFailure(arm, problem, w.name)
+        b = Batch(reply, reply["elapsed_ns"], reply["cpu_ns"], None)
+        if faults0 is not None and faults1 is not None:
+            b.faults = faults1 - faults0
+        if counted:
+            self.cpu_source = source
+            os_cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
+            obs = BatchObservation(len(inputs), sum(b.wall), sum(b.cpu), wall, os_cpu)
+            self.batches.setdefault((arm, w.name), []).append(obs)
+        return b
+
+    def _check(
+        self, arm: str, w: Workload, inputs: list[TimedInput], b: Batch, counted_from: int
+    ) -> None:
+        """Every returned output against the oracle; counted ones also against replays."""
         dtype = expected_dtype(w, inputs[0].arrays)
         earlier = self.earlier.setdefault((arm, w.name), set())
         tol = self.task.spec.tolerance
-        for i, inp in enumerate(inputs[skip:], start=skip):
-            bad = first_failure(reply, i, inp, dtype, tol, earlier if i >= fresh_from else None)
+        for i, inp in enumerate(inputs):
+            if b.reply["outputs"][i] is None and i < counted_from:
+                continue  # a warm-up output that was not sent back
+            bad = first_failure(b.reply, i, inp, dtype, tol, earlier if i >= counted_from else None)
             if bad is not None:
                 raise ArmFailure(arm, bad, w.name)
-        elapsed: list[int] = reply["elapsed_ns"]
-        used: list[int] = reply["cpu_ns"]
-        if fresh_from < len(inputs):
-            self.cpu_source = source
-            os_cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
-            obs = BatchObservation(len(inputs), sum(elapsed), sum(used), wall, os_cpu)
-            self.batches.setdefault((arm, w.name), []).append(obs)
-        faults = None if faults0 is None or faults1 is None else faults1 - faults0
-        return (elapsed, used), faults

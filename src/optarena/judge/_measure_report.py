@@ -73,8 +73,7 @@ class Report:
         protocol: Protocol,
         stream: int,
     ) -> Comparison:
-        first = self.workloads[0]
-        rounds = sum(len(p.workloads[first].orders) for p in self.pairs)
+        rounds = sum(len(s.orders) for p in self.pairs for s in p.workloads.values())
         samples = sum(
             len(s.wall["a"]) + len(s.wall["b"]) for p in self.pairs for s in p.workloads.values()
         )

@@ -37,7 +37,9 @@ class Protocol(_Model):
         description="timed calls per arm per slot at least (ABBA: 4 slots); short calls get "
         "more, about 2 ms of work per slot; each slot also starts with one uncounted call"
     )
-    rounds_per_pair: int = Field(description="ABBA/BAAB rounds per process pair")
+    rounds_per_pair: int = Field(
+        description="ABBA/BAAB rounds per process pair; calls under 0.5 ms get twice as many"
+    )
     min_pairs: int
     max_pairs: int
     confidence: float = Field(description="interval level")
@@ -66,7 +68,7 @@ class PairSamples(_Model):
     round_log_ratios: list[float] = Field(
         description="per round: log(b / a) of the faster half's mean, on the comparison's clock"
     )
-    log_ratio: float = Field(description="the pair's statistic: median of its round log-ratios")
+    log_ratio: float = Field(description="the pair's statistic: mean of its round log-ratios")
 
 
 class Summary(_Model):
@@ -96,7 +98,7 @@ class Stop(_Model):
 
     reason: StopReason
     pairs: int
-    rounds: int = Field(description="rounds over all pairs (per workload)")
+    rounds: int = Field(description="ABBA/BAAB rounds, all pairs and workloads together")
     samples: int = Field(description="timed calls over both arms and all workloads")
     budget_s: float
     used_s: float

@@ -159,6 +159,7 @@ class Worker:
         elapsed: list[int] = []
         cpu: list[int] = []  # CPU time of the calling thread (precise even under RLIMIT_CPU)
         outs: list[Any] = []
+        snaps: list[Any] = []  # each output as it was at return (checked, and compared later)
         _gc_disable()
         try:
             for i, (args, kwargs) in enumerate(calls):
@@ -172,9 +173,16 @@ class Worker:
                     detail = f"SystemExit({e.code!r}) during timed call {i}"
                     return {"ok": False, "code": "exited", "call": i, "error": detail}
                 except BaseException:
+                    code = guard.error_code(sys.exc_info()[1])
                     tb = traceback.format_exc(limit=8)
-                    return {"ok": False, "code": "raised", "call": i, "error": tb}
+                    return {"ok": False, "code": code, "call": i, "error": tb}
+                lazy = guard.lazy_reason(out)
+                if lazy is not None:
+                    detail = f"timed call {i} returned {lazy}"
+                    return {"ok": False, "code": "lazy_output", "call": i, "error": detail}
                 outs.append(out)
+                desc = _describe(out)
+                snaps.append(np.array(out, copy=True) if type(desc) is np.ndarray else desc)
         finally:
             _gc_enable()
         modified = [
@@ -185,12 +193,17 @@ class Worker:
             isinstance(out, np.ndarray) and any(np.shares_memory(out, a) for a in _arrays(*c))
             for c, out in zip(calls, outs, strict=True)
         ]
+        for i, (out, snap) in enumerate(zip(outs, snaps, strict=True)):
+            if type(snap) is np.ndarray and not _same_bytes(out, snap):
+                detail = f"the output of timed call {i} changed after it was returned"
+                code = "output_changed_after_return"
+                return {"ok": False, "code": code, "call": i, "error": detail}
         return {
             "ok": True,
             "elapsed_ns": elapsed,
             "cpu_ns": cpu,
             # Outputs of leading warm-up calls (not counted) need not travel back.
-            "outputs": [None if i < skip else _describe(o) for i, o in enumerate(outs)],
+            "outputs": [None if i < skip else s for i, s in enumerate(snaps)],
             "inputs_modified": modified,
             "aliases": aliases,
         }
