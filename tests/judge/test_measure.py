@@ -128,7 +128,7 @@ def test_aa_is_never_improved_or_regressed(small_task: Task) -> None:
     c = control.comparison
     assert c.overall.verdict in ("no_difference", "inconclusive")
     assert c.arms == {"a": "baseline", "b": "baseline (copy)"}
-    assert c.clock == "cpu" and all(i.passed for i in c.integrity if i.clock == "cpu")
+    assert c.stop.pairs >= 1 and len(c.workloads) == 2
 
 
 def test_wrong_only_while_timed_is_rejected_without_metrics(
