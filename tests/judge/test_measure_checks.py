@@ -30,17 +30,22 @@ from optarena.tasks import Tolerance
 US = 1000
 
 
-def _batches(call_us: int, reported_us: int, overhead_us: int, extra_cpu_us: int = 0) -> list:
-    """Ten batches of 4 calls: each call really takes call_us, the worker claims reported_us."""
+def _batches(
+    call_us: int, reported_us: int, overhead_us: int, extra_cpu_us: int = 0, pairs: int = 3
+) -> list[list[BatchObservation]]:
+    """Per pair four batches of 4 calls: each call takes call_us, the worker claims reported_us."""
     return [
-        BatchObservation(
-            calls=4,
-            reported_wall_ns=4 * reported_us * US,
-            reported_cpu_ns=4 * reported_us * US,
-            wall_ns=(4 * call_us + overhead_us + i) * US,
-            cpu_ns=(4 * call_us + overhead_us + extra_cpu_us + i) * US,
-        )
-        for i in range(10)
+        [
+            BatchObservation(
+                calls=4,
+                reported_wall_ns=4 * reported_us * US,
+                reported_cpu_ns=4 * reported_us * US,
+                wall_ns=(4 * call_us + overhead_us + i) * US,
+                cpu_ns=(4 * call_us + overhead_us + extra_cpu_us + i) * US,
+            )
+            for i in range(4)
+        ]
+        for _ in range(pairs)
     ]
 
 
@@ -94,15 +99,28 @@ def test_tampering_needs_both_clocks_to_miss_time() -> None:
     found = tampering(both, ("b",))
     assert found is not None and found.arm == "b"
     assert tampering(both, ("a",)) is None  # only subjects are judged (the baseline is not)
+    # CPU time missing and wall time short by most of its allowance: also tampering
+    short = Integrity(arm="b", workload="w", clock="wall", passed=True, detail="",
+                      excess_ns=900.0, allowed_ns=1000.0)  # fmt: skip
+    assert tampering([short, check("b", "cpu", False)], ("b",)) is not None
+    honest = short.model_copy(update={"excess_ns": 50.0})  # helper threads, wall in full
+    assert tampering([honest, check("b", "cpu", False)], ("b",)) is None
 
 
 def test_no_os_accounting_is_said_not_guessed() -> None:
     ref = _batches(1000, 1000, 800)
-    blind = [BatchObservation(4, 4000 * US, 4000 * US, 4800 * US, None)] * 10
+    blind = [[BatchObservation(4, 4000 * US, 4000 * US, 4800 * US, None)] * 4] * 3
     c = check_against_reference(blind, ref, "cpu")
     assert c.passed and c.excess_ns is None and "no OS accounting" in c.detail
-    few = check_against_reference(_batches(1000, 10, 800)[:3], ref, "wall")
-    assert few.passed and "too few batches" in few.detail
+    few = check_against_reference(_batches(1000, 10, 800, pairs=1), ref[:1], "wall")
+    assert few.passed and "too few process pairs" in few.detail
+
+
+def test_a_slow_process_in_one_pair_is_not_tampering() -> None:
+    ref = _batches(call_us=1000, reported_us=1000, overhead_us=3000)
+    sub = _batches(call_us=1000, reported_us=1000, overhead_us=3000)
+    sub[1] = _batches(call_us=1000, reported_us=1000, overhead_us=9000, pairs=1)[0]
+    assert check_against_reference(sub, ref, "wall").passed
 
 
 def test_os_accounting_of_this_process() -> None:

@@ -14,14 +14,15 @@ unexplained time* next to the other arm:
 - cpu: CPU time the kernel charged to the worker (all threads) but the calling thread's clock
   did not see: work in other threads, or a faked CPU clock.
 
-Compared at the minimum over batches, beyond a quarter of the other arm's call time plus a
-twentieth of its unexplained time plus 50 us (the noise of moving data and scheduling), a check
-fails. Both failing for one arm and workload means its reported times are impossibly small:
-`timing_tampered`. The CPU check failing alone means CPU time does not represent that arm's
-cost, and the comparison falls back to wall time (which it reported honestly). The wall check
-failing alone is noise on a loaded machine (a pinned worker waits while another process holds
-its CPU) and is reported, not acted on. A clock that under-reports by less than the allowance
-slips through; the worker's guard watches its globals for the same reason.
+Compared per process pair at the minimum over batches, beyond a quarter of the other arm's
+call time plus a tenth of its unexplained time plus 50 us (data moving and scheduling noise),
+and in every pair (at least two), a check fails. The CPU check failing while the wall time is
+also short (its check failed, or its excess is over half the allowance) means the reported
+times are impossibly small: `timing_tampered`. The CPU check failing alone means CPU time does
+not represent that arm's cost, and the comparison falls back to wall time (reported in full).
+The wall check failing alone is noise on a loaded machine (a pinned worker waits while another
+process holds its CPU) and is reported, not acted on. A clock that under-reports by less than
+the allowance slips through; the worker's guard watches its globals for the same reason.
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ from optarena.judge._stats import median
 # honest arm can differ a little (a non-contiguous output is copied outside the timed call).
 TAMPER_FRACTION = 0.25
 # ... plus this fraction of the other arm's own unexplained time (its size sets its noise) ...
-OVERHEAD_FRACTION = 0.05
+OVERHEAD_FRACTION = 0.1
 TAMPER_FLOOR_NS = 50_000
-# ... judged only with this many timed batches per arm and workload (two process pairs).
-MIN_BATCHES = 8
+# ... in every one of at least this many process pairs.
+MIN_PAIRS = 2
 
 
 @dataclass(frozen=True)
@@ -110,35 +111,47 @@ def _unexplained(obs: list[BatchObservation], clock: str) -> float | None:
         seen = o.wall_ns if clock == "wall" else o.cpu_ns
         if seen is None:
             return None
-        claimed = o.reported_wall_ns if clock == "wall" else o.reported_cpu_ns
-        vals.append((seen - claimed) / o.calls)
+        vals.append((seen - _claimed(o, clock)) / o.calls)
     return min(vals) if vals else None
 
 
 def check_against_reference(
-    subject: list[BatchObservation], reference: list[BatchObservation], clock: str
+    subject: list[list[BatchObservation]], reference: list[list[BatchObservation]], clock: str
 ) -> IntegrityCheck:
-    """Whether `subject` hid time from `clock` that `reference` spent in the open."""
-    n = min(len(subject), len(reference))
-    if n < MIN_BATCHES:
-        # Too few to tell a floor from noise; and with fewer than two pairs measured, no
-        # verdict can be improved or regressed either.
-        return IntegrityCheck(clock, True, f"too few batches to cross-check ({n})", None, 0.0)
-    claimed = [
-        (o.reported_wall_ns if clock == "wall" else o.reported_cpu_ns) / o.calls for o in reference
-    ]
+    """Whether `subject` hid time from `clock` that `reference` spent in the open.
+
+    Per process pair (the two arms ran side by side there), the subject's least unexplained
+    time per call against the reference's; tampering must show in every pair. A pair of
+    processes can differ in how fast they move data (memory placement), but which arm gets the
+    slower process is chance, while hidden time is in every process of the hiding arm.
+    """
+    rows = [(s, r) for s, r in zip(subject, reference, strict=True) if s and r]
+    if len(rows) < MIN_PAIRS:
+        # With fewer than two pairs measured no verdict can be improved or regressed either.
+        detail = f"too few process pairs to cross-check ({len(rows)})"
+        return IntegrityCheck(clock, True, detail, None, 0.0)
+    claimed = [_claimed(o, clock) / o.calls for _, ref in rows for o in ref]
     ref_call = median(claimed)
-    mine, theirs = _unexplained(subject, clock), _unexplained(reference, clock)
-    if mine is None or theirs is None:
-        return IntegrityCheck(clock, True, "no OS accounting on this machine", None, 0.0)
-    allowed = TAMPER_FRACTION * ref_call + OVERHEAD_FRACTION * max(theirs, 0.0) + TAMPER_FLOOR_NS
-    excess = mine - theirs
-    if excess > allowed:
+    excesses, allowances = [], []
+    for sub, ref in rows:
+        mine, theirs = _unexplained(sub, clock), _unexplained(ref, clock)
+        if mine is None or theirs is None:
+            return IntegrityCheck(clock, True, "no OS accounting on this machine", None, 0.0)
+        excesses.append(mine - theirs)
+        allowances.append(
+            TAMPER_FRACTION * ref_call + OVERHEAD_FRACTION * max(theirs, 0.0) + TAMPER_FLOOR_NS
+        )
+    excess, allowed = median(excesses), median(allowances)
+    if all(e > a for e, a in zip(excesses, allowances, strict=True)):
         what = "wall time" if clock == "wall" else "CPU time outside the calling thread's clock"
         detail = (
             f"{excess / 1e3:.0f} us per call of {what} that the OS saw but the worker's clock "
-            f"did not (other arm: {ref_call / 1e3:.0f} us per call; allowed "
-            f"{allowed / 1e3:.0f} us)"
+            f"did not, in each of {len(rows)} process pairs (other arm: {ref_call / 1e3:.0f} "
+            f"us per call; allowed {allowed / 1e3:.0f} us)"
         )
         return IntegrityCheck(clock, False, detail, excess, allowed)
     return IntegrityCheck(clock, True, "reported times agree with OS accounting", excess, allowed)
+
+
+def _claimed(o: BatchObservation, clock: str) -> int:
+    return o.reported_wall_ns if clock == "wall" else o.reported_cpu_ns

@@ -28,6 +28,8 @@ from optarena.tasks import Task
 
 Progress = Callable[[str, float], None]
 _INTERIM = 1000  # bootstrap resamples for the interim stop decisions
+# With CPU time missing, wall time unexplained beyond this share of the allowance is tampering.
+TAMPER_WALL_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -220,10 +222,10 @@ class Measurement:
 
 
 def integrity_checks(pairs: Sequence[PairRecord], workloads: Sequence[str]) -> list[Integrity]:
-    """Both clocks of both arms against the other arm, per workload, pooled over pairs."""
+    """Both clocks of both arms against the other arm, per workload, pair by pair."""
     out = []
     for w in workloads:
-        obs = {arm: [o for p in pairs for o in p.batches.get((arm, w), [])] for arm in ARMS}
+        obs = {arm: [p.batches.get((arm, w), []) for p in pairs] for arm in ARMS}
         for arm, other in (("a", "b"), ("b", "a")):
             clocks: tuple[Clock, ...] = ("wall", "cpu")
             for clock in clocks:
@@ -243,16 +245,24 @@ def integrity_checks(pairs: Sequence[PairRecord], workloads: Sequence[str]) -> l
 
 
 def tampering(integrity: Sequence[Integrity], subjects: Sequence[str]) -> Integrity | None:
-    """A subject arm whose both clocks missed time the OS saw (same workload): tampering.
+    """A subject arm whose CPU clock missed time the OS saw, while its wall clock did not
+    account for it either (the wall check failed, or its excess is over half the allowance).
 
-    Either check alone is not enough. The wall check is noisy on a loaded machine (a pinned
-    worker waits whenever another process holds its CPU); and when only the CPU check fails
-    the verdict falls back to wall time, which that arm reported honestly.
+    The wall check alone is not enough: it is noisy on a loaded machine (a pinned worker waits
+    whenever another process holds its CPU). The CPU check alone is not either: an honest arm
+    that works in other threads misses CPU time but reports its wall time in full, and the
+    verdict then falls back to wall time.
     """
-    failed = {(c.arm, c.workload, c.clock): c for c in integrity if not c.passed}
-    for (arm, workload, clock), c in failed.items():
-        if clock == "wall" and arm in subjects and (arm, workload, "cpu") in failed:
-            return c
+    checks = {(c.arm, c.workload, c.clock): c for c in integrity}
+    for (arm, workload, clock), cpu in checks.items():
+        if clock != "cpu" or cpu.passed or arm not in subjects:
+            continue
+        wall = checks.get((arm, workload, "wall"))
+        if wall is None:
+            continue
+        short = wall.excess_ns is not None and wall.excess_ns > TAMPER_WALL_SHARE * wall.allowed_ns
+        if not wall.passed or short:
+            return wall if not wall.passed else cpu
     return None
 
 
