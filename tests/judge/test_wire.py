@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from optarena.judge import _wire as wire
+from optarena.judge.worker import _wire as wire
 
 
 def _roundtrip(obj: object) -> object:

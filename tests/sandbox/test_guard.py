@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from optarena.judge import _guard
 from optarena.judge._checks import check_precision, downcast_width
 from optarena.judge._seal import broken, take_seal
+from optarena.judge.worker import _guard
 from optarena.tasks import Task
 
 

@@ -6,5 +6,17 @@ from optarena.judge._judge import JudgeOptions, judge, new_seed
 from optarena.judge._metrics import AAControl, Comparison, Metrics
 from optarena.judge._result import JUDGE_SCHEMA_VERSION, Check, JudgeResult
 
-__all__ = ["JUDGE_SCHEMA_VERSION", "AAControl", "Check", "CompareResult", "Comparison",
-    "JudgeOptions", "JudgeResult", "Metrics", "aa_control", "compare", "judge", "new_seed"]
+__all__ = [
+    "JUDGE_SCHEMA_VERSION",
+    "AAControl",
+    "Check",
+    "CompareResult",
+    "Comparison",
+    "JudgeOptions",
+    "JudgeResult",
+    "Metrics",
+    "aa_control",
+    "compare",
+    "judge",
+    "new_seed",
+]

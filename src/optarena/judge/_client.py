@@ -14,11 +14,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from optarena.judge import _wire as wire
+from optarena.judge.worker import _wire as wire
 from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy
 from optarena.tasks import Limits
 
-WORKER_SCRIPT = Path(__file__).resolve().with_name("_worker.py")
+WORKER_SCRIPT = Path(__file__).resolve().parent / "worker" / "_loop.py"
 
 # Equal in every worker (both arms of a comparison): BLAS single-threaded, same allocator.
 WORKER_THREAD_ENV = {
@@ -84,7 +84,7 @@ def exit_reason(returncode: int | None) -> str:
 
 
 class WorkerClient:
-    """One fresh interpreter running `_worker.py` in `workdir`, spoken to over two pipes."""
+    """One fresh interpreter running `worker/_loop.py` in `workdir`, spoken to over two pipes."""
 
     def __init__(
         self,

@@ -32,7 +32,8 @@ class Seal:
         return asdict(self)
 
 
-_WORKER_SIDE = ("_worker.py", "_wire.py", "_guard.py")  # run by the worker, never imported here
+# Run by the worker, never imported here.
+_WORKER_SIDE = ("worker/_loop.py", "worker/_wire.py", "worker/_guard.py")
 
 
 def judge_code_files() -> list[Path]:

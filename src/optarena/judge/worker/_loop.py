@@ -1,6 +1,6 @@
 """The candidate's worker process: a fresh interpreter that imports the candidate and calls it.
 
-Run as `python -I _worker.py FD_IN FD_OUT` with the candidate's private copy as working
+Run as `python -I worker/_loop.py FD_IN FD_OUT` with the candidate's private copy as working
 directory. It imports nothing of optarena (the wire module is loaded by path) and binds its
 clock before any candidate code is imported, so a candidate patching `time` later cannot change
 what the worker measures with. The judge never trusts it further than that: outputs are checked

@@ -1,0 +1,7 @@
+"""What runs inside the candidate's worker interpreter: the worker loop, its guard, the wire.
+
+These modules import only the standard library and NumPy (a test enforces it): the worker
+loads them by path, before any candidate code, without importing optarena, and nothing the
+judge itself imports may execute there. The judge side imports `_wire` from here to speak the
+same frame format.
+"""
