@@ -1,0 +1,636 @@
+"""The sandbox a coding agent runs in: it may change its workspace, and nothing else.
+
+The candidate is sandboxed by the judge; this contains the agent that writes it, with the same
+machinery (`_uids`, `_cgroup`, `_mounts`, `_process`), because an agent running as the user
+who started optarena could otherwise rewrite the installed judge, the ledger, the task package
+or other trials, and reach any address. Measures, each used where the machine allows it and
+reported either way (`report()`, recorded as the trial's `agent_sandbox`):
+
+- **user**: when optarena runs as root, a dedicated unprivileged uid per agent (leased like a
+  worker's), owning only the agent's writable directories for the length of the run;
+- **mounts**: a private mount namespace in which every mount is read-only except the agent's
+  writable directories (its workspace, its private home and config home) and private scratch
+  (`/tmp`, `/var/tmp`, `/dev/shm`, fresh per run); the ledger directory (database, artifacts,
+  other trials), other trials' workspaces and `/run` are hidden (an empty tmpfs over them);
+- **network**: a network namespace holding only a loopback, on which `_agent_relay` listens at
+  127.0.0.1:PORT for each allowed port and relays to optarena over a Unix socket: the metering
+  proxy is reachable, nothing else on the host or beyond is;
+- **cgroup**: a pids cgroup holding the agent's whole tree (`pids.max`), however detached, so
+  that the end of the run, a timeout or Ctrl-C kills all of it; plus a parent-death signal, and
+  `sweep_agent_leftovers` for what a `kill -9` of optarena left running (run by the ledger's
+  reconcile at the next start).
+
+Without root the namespaces come from a user namespace (the agent keeps the user's uid, which
+the report says); what the kernel refuses is reported as unavailable, never silently skipped.
+A failure to start a sandbox the probe said was possible raises `AgentSandboxError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import IO, Any
+
+from optarena.errors import OptarenaError
+from optarena.sandbox import _linux
+from optarena.sandbox._agent_net import UnixBridge, loopback_up
+from optarena.sandbox._cgroup import PidsCgroup, attach_self, find_pids_root
+from optarena.sandbox._mounts import SCRATCH_DIRS, Mask, apply_masks, blockers, plan_masks
+from optarena.sandbox._process import ResourceLimits, kill_tree, spawn
+from optarena.sandbox._sandbox import interpreter_paths, probe
+from optarena.sandbox._tree import (
+    descendants,
+    is_zombie,
+    namespace_of,
+    pids_in_namespace,
+    signal_all,
+    stop_then_kill,
+)
+from optarena.sandbox._uids import UidLease, lease_uid
+
+RELAY = str(Path(__file__).with_name("_agent_relay.py"))
+CGROUP_PREFIX = "optarena-agent-"
+HIDDEN_ALWAYS = ("/run",)  # host daemons' Unix sockets, the uid leases' locks
+_UNTOUCHED = ("/proc", "/dev")  # kernel interfaces: left as they are (devices stay usable)
+
+MS_NOEXEC = 8
+MS_NOATIME = 1024
+MS_NODIRATIME = 2048
+MS_RELATIME = 1 << 21
+MS_STRICTATIME = 1 << 24
+_MOUNT_FLAGS = {
+    "nosuid": _linux.MS_NOSUID,
+    "nodev": _linux.MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+    "strictatime": MS_STRICTATIME,
+}
+
+
+class AgentSandboxError(OptarenaError):
+    """The agent's sandbox could not be started although the machine seemed to allow it."""
+
+
+@dataclass(frozen=True)
+class AgentSandboxPolicy:
+    """Which measures to use for the agent where available; `off()` is `--no-agent-sandbox`."""
+
+    enabled: bool = True
+    user: bool = True
+    mounts: bool = True
+    network: bool = True
+    cgroup: bool = True
+    max_processes: int = 1024  # tasks (threads count): node, compilers and BLAS all use many
+    scratch_mb: int = 2048  # size cap of each private scratch tmpfs (/tmp, ...)
+
+    @classmethod
+    def off(cls) -> AgentSandboxPolicy:
+        return cls(enabled=False, user=False, mounts=False, network=False, cgroup=False)
+
+
+# --- in the forked child -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgentChildPlan:
+    """Everything the agent's first process does between fork and exec, decided in the parent."""
+
+    workdir: str
+    unshare_flags: int = 0
+    userns_ids: tuple[int, int] | None = None
+    loopback: bool = False
+    masks: tuple[Mask, ...] = ()
+    scratch_mb: int = 64
+    writable: tuple[str, ...] = ()
+    readonly: bool = False
+    cgroup_procs: str | None = None
+    uid: int | None = None
+    nproc: int | None = None
+    err_fd: int = -1
+
+
+def _unescape(field_: str) -> str:
+    """mountinfo escapes space, tab, newline and backslash as octal (`\\040`)."""
+    out, i = [], 0
+    while i < len(field_):
+        if field_[i] == "\\" and field_[i + 1 : i + 4].isdigit() and i + 4 <= len(field_):
+            out.append(chr(int(field_[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(field_[i])
+            i += 1
+    return "".join(out)
+
+
+def _under_any(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def mount_points(text: str) -> list[tuple[str, int]]:
+    """(mount point, flags to keep on a read-only remount) of each line of a mountinfo text.
+    The flags kept are the per-mount ones the kernel locks inside a user namespace."""
+    out: list[tuple[str, int]] = []
+    for line in text.splitlines():
+        fields = line.split(" - ", 1)[0].split()
+        if len(fields) < 6:
+            continue
+        flags = 0
+        for opt in fields[5].split(","):
+            flags |= _MOUNT_FLAGS.get(opt, 0)
+        out.append((_unescape(fields[4]), flags))
+    return out
+
+
+def readonly_rest(keep_writable: Sequence[str]) -> None:
+    """Remount every visible mount read-only except those at or under `keep_writable` and the
+    kernel interfaces. A mount that is hidden by a mask (no longer at its path) is skipped."""
+    with open("/proc/self/mountinfo") as f:
+        points = mount_points(f.read())
+    seen: set[str] = set()
+    skip = (*keep_writable, *_UNTOUCHED)
+    for path, flags in reversed(points):  # the topmost mount at a path is listed last
+        if path in seen or _under_any(path, skip):
+            continue
+        seen.add(path)
+        remount = _linux.MS_REMOUNT | _linux.MS_BIND | _linux.MS_RDONLY | flags
+        try:
+            _linux.mount(None, path, None, remount)
+        except OSError as e:
+            if e.errno not in (2, 22):  # ENOENT, EINVAL: covered by a mask, not reachable
+                raise
+
+
+def agent_child_setup(plan: AgentChildPlan) -> None:
+    """Runs in the forked child. Join the cgroup and build the namespaces while privileged,
+    make the filesystem read-only but for the writable directories, then drop the uid."""
+    try:
+        if plan.cgroup_procs:
+            attach_self(plan.cgroup_procs)
+        if plan.unshare_flags:
+            _linux.unshare(plan.unshare_flags)
+        if plan.userns_ids is not None:
+            uid, gid = plan.userns_ids
+            for path, text in (
+                ("/proc/self/setgroups", "deny"),
+                ("/proc/self/uid_map", f"{uid} {uid} 1"),
+                ("/proc/self/gid_map", f"{gid} {gid} 1"),
+            ):
+                with open(path, "w") as f:
+                    f.write(text)
+        if plan.loopback:
+            loopback_up()
+        if plan.unshare_flags & _linux.CLONE_NEWNS:
+            apply_masks(plan.masks, plan.scratch_mb)
+            for path in plan.writable:  # its own mount, so the read-only pass passes it by
+                _linux.mount(path, path, None, _linux.MS_BIND | _linux.MS_REC)
+            if plan.readonly:
+                scratch = [m.path for m in plan.masks if m.scratch]
+                readonly_rest([*plan.writable, *scratch])
+        os.chdir(plan.workdir)  # after the mounts: the old cwd is on the read-only mount
+        if plan.nproc is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NPROC, (plan.nproc, plan.nproc))
+        if plan.uid is not None:
+            os.setgroups([])
+            os.setgid(plan.uid)
+            os.setuid(plan.uid)
+        _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
+        _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)  # after setuid, which clears it
+    except BaseException as e:
+        if plan.err_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.write(plan.err_fd, f"{type(e).__name__}: {e}".encode()[:500])
+        raise
+
+
+# --- ownership of the writable directories -------------------------------------------------
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    """lchown everything under `root` (never following a link) and `root` itself."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in (*dirnames, *filenames):
+            with contextlib.suppress(FileNotFoundError):
+                os.lchown(os.path.join(dirpath, name), uid, gid)
+    os.lchown(root, uid, gid)
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(raw[raw.rindex(")") + 2 :].split()[19])
+
+
+class AgentCgroup(PidsCgroup):
+    """A pids cgroup named after its owner, `optarena-agent-<pid>-<start ticks>-<hex>`, so that a
+    sweep can tell a live owner from a dead one whose pid was reused."""
+
+    def __init__(self, base: Path, max_pids: int) -> None:
+        pid = os.getpid()
+        name = f"{CGROUP_PREFIX}{pid}-{_start_ticks(pid)}-{secrets.token_hex(4)}"
+        self.path = base / name
+        self.path.mkdir()
+        try:
+            (self.path / "pids.max").write_text(str(max_pids))
+        except OSError:
+            self.path.rmdir()
+            raise
+
+
+@dataclass
+class _Timing:
+    setup_ms: float | None = None
+    teardown_ms: float | None = None
+    marks: dict[str, float] = field(default_factory=dict)
+
+
+class AgentSandbox:
+    """One agent run's containment: `spawn` starts the agent in it, `close` ends every process
+    it started and gives the writable directories back; `report` says what was active.
+
+    `writable` are the directories the agent may change (they must exist; the first is its
+    working directory); `readable` are paths it must be able to reach even under a closed
+    directory (its executable, a script named on its command line); `hidden` disappear;
+    `ports` are the host loopback ports it may reach (the metering proxy); `home` becomes its
+    `HOME` (one of `writable`).
+    """
+
+    def __init__(
+        self,
+        policy: AgentSandboxPolicy,
+        *,
+        writable: Sequence[Path],
+        readable: Sequence[Path] = (),
+        hidden: Sequence[Path] = (),
+        ports: Sequence[int] = (),
+        home: Path | None = None,
+    ) -> None:
+        if not writable:
+            raise ValueError("an agent sandbox needs at least its working directory")
+        self.policy = policy
+        self.writable = [Path(os.path.realpath(p)) for p in writable]
+        self.readable = [os.path.realpath(p) for p in readable]
+        self.hidden = [os.path.realpath(p) for p in hidden]
+        self.ports = sorted(set(ports))
+        self.sockets: Path | None = None
+        self.home = Path(os.path.realpath(home)) if home else None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.lease: UidLease | None = None
+        self.cgroup: PidsCgroup | None = None
+        self.bridges: list[UnixBridge] = []
+        self.namespace: tuple[str, str] | None = None
+        self.measures: dict[str, str] = {}
+        self.notes: list[str] = []
+        self.timing = _Timing()
+        self._nproc: int | None = None
+        self._given: list[Path] = []  # directories chowned to the agent's uid, to take back
+
+    # -- starting ---------------------------------------------------------------------------
+
+    def _measure(self, name: str, wanted: bool, why_not: str | None) -> bool:
+        if not self.policy.enabled or not wanted:
+            self.measures[name] = "off"
+            return False
+        if why_not is not None:
+            self.measures[name] = "unavailable"
+            self.notes.append(f"{name}: {why_not}")
+            return False
+        return True
+
+    def _needed(self) -> list[str]:
+        """What must stay reachable: the interpreter (the relay runs on it, and the agent's
+        `python3` may be it), PATH (so commands resolve), the readable and writable paths."""
+        path_dirs = [os.path.realpath(d) for d in os.environ.get("PATH", "").split(":") if d]
+        path_dirs = [d for d in path_dirs if os.path.isdir(d) and not _under_any(d, self.hidden)]
+        return sorted(
+            {
+                *interpreter_paths(),
+                *path_dirs,
+                *self.readable,
+                RELAY,
+                *(str(w) for w in self.writable),
+                *([str(self.sockets)] if self.sockets else []),
+            }
+        )
+
+    def _lease_uid(self, root: bool, use_mounts: bool, needed: list[str]) -> None:
+        if not self.policy.enabled or not self.policy.user:
+            self.measures["user"] = "off"
+            return
+        if not root:
+            self.measures["user"] = f"same (uid {os.getuid()}: optarena is not root)"
+            return
+        if not use_mounts and blockers(needed, 1_500_000, 1_500_000):
+            self.measures["user"] = "same (root)"
+            self.notes.append(
+                "user: an unprivileged uid cannot reach the agent's tools without a mount "
+                "namespace; the agent runs as root and read-only mounts would not bind it"
+            )
+            return
+        try:
+            self.lease = lease_uid()
+        except OSError as e:
+            self.measures["user"] = "same (root)"
+            self.notes.append(f"user: no uid lease ({e})")
+            return
+        for path in dict.fromkeys([*self.writable, *([self.home] if self.home else [])]):
+            _chown_tree(path, self.lease.uid, self.lease.gid)
+            self._given.append(path)
+        self.measures["user"] = f"uid {self.lease.uid}"
+
+    def _make_cgroup(self, unavailable: str | None, base: Path | None) -> None:
+        if not self.policy.enabled or not self.policy.cgroup:
+            self.measures["cgroup"] = "off"
+            return
+        if base is None:
+            self.measures["cgroup"] = "unavailable"
+            self.notes.append(f"cgroup: {unavailable}")
+            return
+        try:
+            self.cgroup = AgentCgroup(base, self.policy.max_processes)
+            self.measures["cgroup"] = f"pids.max={self.policy.max_processes}"
+        except OSError as e:
+            self.measures["cgroup"] = "unavailable"
+            self.notes.append(f"cgroup: {e}")
+
+    def _open_bridges(self) -> None:
+        """One Unix socket per allowed port, in a fresh directory under /run (or the temp
+        directory): both are hidden in every agent's mount namespace but this one's."""
+        base = "/run" if os.access("/run", os.W_OK) else None
+        self.sockets = Path(tempfile.mkdtemp(prefix="optarena-agent-", dir=base))
+        os.chmod(self.sockets, 0o711)
+        for port in self.ports:
+            bridge = UnixBridge(self.sockets / f"{port}.sock", port, mode=0o600)
+            self.bridges.append(bridge)
+
+    def _plan(self) -> AgentChildPlan:
+        caps = probe()
+        use_net = self._measure("network", self.policy.network, caps.netns)
+        use_mnt = self._measure("mounts", self.policy.mounts, caps.mountns)
+        if use_net and self.ports:
+            self._open_bridges()
+        needed = self._needed()
+        self._lease_uid(caps.root, use_mnt, needed)
+        self._make_cgroup(caps.cgroup, caps.cgroup_base)
+        uid = self.lease.uid if self.lease else None
+        for bridge in self.bridges:
+            if uid is not None:
+                os.chown(bridge.path, uid, uid)
+        flags = (_linux.CLONE_NEWNET if use_net else 0) | (_linux.CLONE_NEWNS if use_mnt else 0)
+        ids = None
+        if flags and not caps.root:
+            flags |= _linux.CLONE_NEWUSER
+            ids = (os.getuid(), os.getgid())
+        masks: tuple[Mask, ...] = ()
+        if use_mnt:
+            blocked = list(blockers(needed, uid, uid)) if uid is not None else []
+            scratch = [d for d in SCRATCH_DIRS if os.path.isdir(d)]
+            hide = [h for h in (*self.hidden, *HIDDEN_ALWAYS) if os.path.isdir(h)]
+            masks = tuple(plan_masks(needed, hide, scratch, blocked))
+            hidden = sorted(m.path for m in masks if not m.scratch)
+            self.measures["mounts"] = (
+                "read-only but for the writable directories; private "
+                + ", ".join(m.path for m in masks if m.scratch)
+                + (f"; hidden: {', '.join(hidden)}" if hidden else "")
+            )
+        if use_net:
+            allowed = ", ".join(f"127.0.0.1:{p}" for p in self.ports)
+            self.measures["network"] = f"netns, reachable: {allowed or 'nothing'}"
+        userns = bool(flags & _linux.CLONE_NEWUSER)
+        nproc = self.policy.max_processes if (self.lease or userns) else None
+        self._nproc = nproc
+        return AgentChildPlan(
+            workdir=str(self.writable[0]),
+            unshare_flags=flags,
+            userns_ids=ids,
+            loopback=use_net,
+            masks=masks,
+            scratch_mb=self.policy.scratch_mb,
+            writable=tuple(str(w) for w in self.writable),
+            readonly=use_mnt,
+            cgroup_procs=self.cgroup.procs_file if self.cgroup else None,
+            uid=uid,
+            nproc=nproc,
+        )
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        stdout: IO[Any] | int | None = None,
+        stderr: IO[Any] | int | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """Start the agent inside the sandbox; raise AgentSandboxError if that fails."""
+        if self.proc is not None:
+            raise RuntimeError("an AgentSandbox runs one agent")
+        t0 = time.monotonic()
+        try:
+            plan = self._plan()
+        except BaseException:
+            self._release()
+            raise
+        argv = list(argv)
+        if self.bridges:
+            specs = [f"{b.port}={b.path}" for b in self.bridges]
+            argv = [sys.executable, "-I", "-S", RELAY, *specs, "--", *argv]
+        env = dict(env)
+        if self.home is not None:
+            env["HOME"] = str(self.home)
+        if plan.unshare_flags & _linux.CLONE_NEWNS:
+            env["TMPDIR"] = "/tmp"
+        r, w = os.pipe()
+        try:
+            self.proc = spawn(
+                argv,
+                cwd=self.writable[0],
+                env=env,
+                limits=ResourceLimits(core_dumps=False),
+                stdout=stdout,
+                stderr=stderr,
+                setup=lambda: agent_child_setup(replace(plan, err_fd=w)),
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            os.close(w)
+            w = -1
+            detail = os.read(r, 500).decode(errors="replace")
+            self._release()
+            if detail or isinstance(e, subprocess.SubprocessError):
+                raise AgentSandboxError(
+                    f"the agent's sandbox did not start ({detail or e}); "
+                    "--no-agent-sandbox runs the agent without it"
+                ) from None
+            raise
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
+        if plan.unshare_flags & _linux.CLONE_NEWUSER:
+            ns = namespace_of(self.proc.pid, "user")
+            mine = namespace_of(os.getpid(), "user")
+            self.namespace = ("user", ns) if ns and ns != mine else None
+        self.timing.setup_ms = round((time.monotonic() - t0) * 1000, 2)
+        return self.proc
+
+    # -- while it runs ----------------------------------------------------------------------
+
+    def members(self) -> set[int]:
+        """Every live process of the agent, its first one included."""
+        if self.proc is None:
+            return set()
+        if self.cgroup is not None:
+            return self.cgroup.procs()
+        if self.lease is not None:
+            return self.lease.processes()
+        found = {self.proc.pid} | descendants([self.proc.pid])
+        if self.namespace is not None:  # orphans reparented away are still in the namespace
+            found |= pids_in_namespace(*self.namespace)
+        return {p for p in found if not is_zombie(p)}
+
+    # -- ending -----------------------------------------------------------------------------
+
+    def close(self, grace_s: float = 0.0) -> None:
+        """End every process of the agent (SIGTERM and `grace_s` first, when given), then
+        release the cgroup and the uid and take the writable directories back."""
+        t0 = time.monotonic()
+        try:
+            if self.proc is not None:
+                if grace_s > 0 and self.proc.poll() is None:
+                    signal_all(self.members(), signal.SIGTERM)
+                    deadline = time.monotonic() + grace_s
+                    while self.proc.poll() is None and time.monotonic() < deadline:
+                        time.sleep(0.02)
+                if self.cgroup is not None:
+                    self.cgroup.kill_all()
+                if self.lease is not None:
+                    self.lease.kill_all()
+                if self.cgroup is None and self.lease is None:
+                    me = os.getpid()
+                    stop_then_kill(lambda: self.members() - {me})
+                kill_tree(self.proc)
+        finally:
+            self._release()
+            self.timing.teardown_ms = round((time.monotonic() - t0) * 1000, 2)
+
+    def _release(self) -> None:
+        for bridge in self.bridges:
+            bridge.close()
+        self.bridges = []
+        if self.sockets is not None:
+            with contextlib.suppress(OSError):
+                self.sockets.rmdir()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
+        for path in self._given:
+            with contextlib.suppress(FileNotFoundError):
+                _chown_tree(path, os.getuid(), os.getgid())
+        self._given = []
+
+    def report(self) -> dict[str, Any]:
+        """Which measures were active for the agent, in words (the trial's `agent_sandbox`)."""
+        m = self.measures
+        cgroup = m.get("cgroup", "off")
+        processes = [cgroup] if cgroup.startswith("pids") else []
+        if self._nproc:
+            processes.append(f"rlimit nproc={self._nproc}")
+        user = m.get("user", "off")
+        cleanup = (
+            "cgroup" if cgroup.startswith("pids") else "uid" if user.startswith("uid") else
+            "process tree"
+        )  # fmt: skip
+        return {
+            "enabled": self.policy.enabled,
+            "user": user,
+            "network": m.get("network", "off"),
+            "mounts": m.get("mounts", "off"),
+            "processes": ", ".join(processes) or "not enforced",
+            "cleanup": cleanup,
+            "writable": [str(w) for w in self.writable],
+            "hidden": sorted({*self.hidden, *HIDDEN_ALWAYS})
+            if m.get("mounts", "off") not in ("off", "unavailable")
+            else [],
+            "home": str(self.home) if self.home else None,
+            "ports": list(self.ports),
+            "setup_ms": self.timing.setup_ms,
+            "teardown_ms": self.timing.teardown_ms,
+            "notes": list(self.notes),
+        }
+
+
+# --- after a kill -9 -----------------------------------------------------------------------
+
+
+def _owner_alive(pid: int, ticks: int | None) -> bool:
+    return _start_ticks(pid) == ticks if ticks is not None else Path(f"/proc/{pid}").exists()
+
+
+def sweep_agent_leftovers() -> int:
+    """Kill what agents of dead optarena processes left running: the members of their
+    cgroups (whose name says the owner), and, as root, every process of a sandbox uid whose
+    lease nobody holds. Returns how many processes were killed. Cheap: one /proc scan."""
+    killed = 0
+    base, _why = find_pids_root()
+    if base is not None:
+        for path in base.glob(f"{CGROUP_PREFIX}*"):
+            parts = path.name[len(CGROUP_PREFIX) :].split("-")
+            if len(parts) < 3 or not parts[0].isdigit():
+                continue
+            ticks = int(parts[1]) if parts[1].isdigit() else None
+            if _owner_alive(int(parts[0]), ticks):
+                continue
+            stale = PidsCgroup.__new__(PidsCgroup)
+            stale.path = path
+            killed += stale.kill_all()
+            stale.remove()
+    if os.geteuid() == 0:
+        killed += _sweep_uids()
+    return killed
+
+
+def _sweep_uids() -> int:
+    import fcntl
+
+    from optarena.sandbox._tree import all_pids, real_uid
+    from optarena.sandbox._uids import UID_BASE, UID_SLOTS, _lock_dir
+
+    owners = set()
+    for pid in all_pids():
+        uid = real_uid(pid)
+        if uid is not None and UID_BASE <= uid < UID_BASE + UID_SLOTS:
+            owners.add(uid)
+    if not owners:
+        return 0
+    try:
+        locks = _lock_dir()
+    except OSError:
+        return 0
+    killed = 0
+    for uid in sorted(owners):
+        fd = os.open(locks / f"{uid}.lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)  # a live sandbox holds it
+            continue
+        lease = UidLease(uid, fd)
+        killed += lease.kill_all()
+        lease.release()
+    return killed
