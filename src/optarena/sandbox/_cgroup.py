@@ -1,9 +1,20 @@
-"""A pids cgroup per worker: a hard process limit and a complete list of what the worker started.
+"""Cgroups per worker: a process limit, the kernel's CPU count, a freezer and a memory limit.
 
-Membership of a cgroup is inherited by every fork and cannot be left without privileges, so
-`cgroup.procs` lists every process the candidate started, detached daemons included; ending
-them all is then a loop over one file. Works with cgroup v1 (a `pids` hierarchy) and with v2
-where the `pids` controller is enabled for our subtree; elsewhere `find_pids_root` says why not.
+Membership of a cgroup is inherited by every fork and cannot be left without privileges, which
+makes a cgroup the one handle on "everything this candidate started":
+
+- **pids**: a hard process limit, and `cgroup.procs` lists every process however detached, so
+  ending them all is a loop over one file;
+- **cpu**: the kernel's CPU time of every thread that ever ran in it, exited threads and
+  children included (v1 `cpuacct.usage`, v2 `cpu.stat`), which per-thread clocks miss;
+- **freezer**: stops the whole tree at once (v1 `freezer.state`, v2 `cgroup.freeze`), so the
+  arm that is not being timed cannot run, and no helper thread works between calls;
+- **memory**: a limit on resident memory, tmpfs pages included, which `RLIMIT_AS` does not see.
+
+Each feature comes from a cgroup v1 hierarchy that has its controller mounted, or from the v2
+tree (cpu.stat and cgroup.freeze are core v2 files; pids and memory need the controller enabled
+in our subtree). v1 is preferred where both exist: on a hybrid machine the v1 controllers are
+the real ones. `plan_layout` is pure; `WorkerCgroups` creates and drives the directories.
 """
 
 from __future__ import annotations
@@ -13,7 +24,14 @@ import os
 import secrets
 import signal
 import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+
+FEATURES = ("pids", "cpu", "freezer", "memory")
+V1_CONTROLLER = {"pids": "pids", "cpu": "cpuacct", "freezer": "freezer", "memory": "memory"}
+V2_CORE = frozenset({"cpu", "freezer"})  # cpu.stat and cgroup.freeze exist without controllers
+PREFIX = "optarena-"
 
 
 def _mountinfo() -> list[tuple[str, str, str, str]]:
@@ -46,25 +64,99 @@ def _own_cgroups() -> dict[str, str]:
     return out
 
 
-def find_pids_root() -> tuple[Path | None, str]:
-    """The directory under which we may create pids cgroups, or None and the reason."""
+def _below(mount: str, root: str, own: str) -> Path:
+    """Our cgroup `own` as a directory of a hierarchy mounted at `mount` showing `root`."""
+    rel = os.path.relpath(own, root) if own.startswith(root) else "."
+    return Path(mount) / rel
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """A place where worker cgroups can be made: our own cgroup in a v1 hierarchy or in v2."""
+
+    version: int
+    base: Path
+    controllers: frozenset[str]  # v1: mounted controllers; v2: enabled in base's subtree
+
+    def offers(self, feature: str) -> bool:
+        if self.version == 1:
+            return V1_CONTROLLER[feature] in self.controllers
+        return feature in V2_CORE or feature in self.controllers
+
+
+def find_hierarchies() -> tuple[list[Hierarchy], list[str]]:
+    """Every writable hierarchy holding our process, and why the others cannot be used."""
     own = _own_cgroups()
+    found: list[Hierarchy] = []
+    notes: list[str] = []
+    seen: set[frozenset[str]] = set()
+    wanted_v1 = set(V1_CONTROLLER.values())
     for root, mnt, fstype, opts in _mountinfo():
-        if fstype == "cgroup" and "pids" in opts.split(",") and "pids" in own:
-            rel = os.path.relpath(own["pids"], root) if own["pids"].startswith(root) else "."
-            base = Path(mnt) / rel
-            return (base, "cgroup v1 pids") if os.access(base, os.W_OK) else (None, "not writable")
-    for root, mnt, fstype, _opts in _mountinfo():
-        if fstype == "cgroup2" and "" in own:
-            rel = os.path.relpath(own[""], root) if own[""].startswith(root) else "."
-            base = Path(mnt) / rel
-            try:
-                controllers = (base / "cgroup.subtree_control").read_text().split()
-            except OSError:
+        if fstype == "cgroup":
+            ctrls = frozenset(opts.split(",")) & wanted_v1
+            mine = [c for c in ctrls if c in own]
+            if not ctrls or not mine or ctrls in seen:
                 continue
-            if "pids" in controllers and os.access(base, os.W_OK):
-                return base, "cgroup v2 pids"
-    return None, "no writable pids controller"
+            seen.add(ctrls)
+            base = _below(mnt, root, own[mine[0]])
+            if os.access(base, os.W_OK):
+                found.append(Hierarchy(1, base, ctrls))
+            else:
+                notes.append(f"{','.join(sorted(ctrls))}: {base} not writable")
+        elif fstype == "cgroup2" and "" in own and frozenset() not in seen:
+            seen.add(frozenset())
+            base = _below(mnt, root, own[""])
+            try:
+                enabled = frozenset((base / "cgroup.subtree_control").read_text().split())
+            except OSError as e:
+                notes.append(f"cgroup2: {e.strerror}")
+                continue
+            if os.access(base, os.W_OK):
+                found.append(Hierarchy(2, base, enabled))
+            else:
+                notes.append(f"cgroup2: {base} not writable")
+    return found, notes
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which hierarchy serves each feature; `why_not` names the reason for each missing one."""
+
+    chosen: Mapping[str, Hierarchy] = field(default_factory=dict)
+    why_not: Mapping[str, str] = field(default_factory=dict)
+
+    def hierarchies(self) -> list[Hierarchy]:
+        out: list[Hierarchy] = []
+        for h in self.chosen.values():
+            if h not in out:
+                out.append(h)
+        return out
+
+    def only(self, features: Iterable[str]) -> Layout:
+        keep = set(features)
+        return Layout(
+            {f: h for f, h in self.chosen.items() if f in keep},
+            {f: w for f, w in self.why_not.items() if f in keep},
+        )
+
+
+def plan_layout(
+    hierarchies: Iterable[Hierarchy], features: Iterable[str] = FEATURES, notes: str = ""
+) -> Layout:
+    """Pick a hierarchy per feature, v1 before v2 (pure: tested on literal hierarchies)."""
+    ordered = sorted(hierarchies, key=lambda h: h.version)
+    chosen: dict[str, Hierarchy] = {}
+    why_not: dict[str, str] = {}
+    for feature in features:
+        for h in ordered:
+            if h.offers(feature):
+                chosen[feature] = h
+                break
+        else:
+            why_not[feature] = f"no writable cgroup offers {feature}" + (
+                f" ({notes})" if notes else ""
+            )
+    return Layout(chosen, why_not)
 
 
 def _alive(pid: int) -> bool:
@@ -77,25 +169,247 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def sweep_stale(base: Path) -> None:
-    """Remove cgroups left by judges that died without cleaning up (killed, power cut):
-    their processes are killed and the directory deleted. Named optarena-<judge pid>-<hex>."""
-    for path in base.glob("optarena-*-*"):
-        owner = path.name.split("-")[1]
-        if owner.isdigit() and not _alive(int(owner)):
-            stale = PidsCgroup.__new__(PidsCgroup)
-            stale.path = path
-            stale.remove()
+def _write(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _procs(directory: Path) -> set[int]:
+    try:
+        return {int(p) for p in (directory / "cgroup.procs").read_text().split()}
+    except (OSError, ValueError):
+        return set()
+
+
+def _thaw_dir(directory: Path) -> None:
+    """A frozen v1 task does not act on SIGKILL until thawed: thaw before any kill."""
+    for name, text in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
+        if (directory / name).exists():
+            with contextlib.suppress(OSError):
+                _write(directory / name, text)
+
+
+def _kill_members(dirs: list[Path], rounds: int = 200) -> int:
+    """Thaw, then SIGKILL every member until all are empty (pids.max bounds any fork race;
+    v2's cgroup.kill has none)."""
+    for d in dirs:
+        _thaw_dir(d)
+    for d in dirs:
+        if (d / "cgroup.kill").exists():
+            with contextlib.suppress(OSError):
+                _write(d / "cgroup.kill", "1")
+    killed: set[int] = set()
+    for _ in range(rounds):
+        members = set().union(*(_procs(d) for d in dirs))
+        if not members:
+            break
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed |= members
+        time.sleep(0.002)
+    return len(killed)
+
+
+def _empty_and_remove(dirs: Iterable[Path]) -> int:
+    """Kill every member, then rmdir each directory (EBUSY until the last member is reaped)."""
+    dirs = list(dirs)
+    killed = _kill_members(dirs)
+    for d in dirs:
+        for _ in range(250):
+            try:
+                d.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.004)
+    return killed
+
+
+def sweep_stale(bases: Iterable[Path]) -> None:
+    """Remove cgroups left by judges that died without cleaning up (killed, power cut): their
+    processes are thawed and killed and the directories deleted. Named optarena-<pid>-<hex>;
+    a live judge's are left alone. Freezer directories go first, so nothing is left frozen."""
+    stale: dict[str, list[Path]] = {}
+    for base in bases:
+        for path in base.glob(f"{PREFIX}*-*"):
+            owner = path.name.split("-")[1]
+            if owner.isdigit() and not _alive(int(owner)):
+                stale.setdefault(path.name, []).append(path)
+    for dirs in stale.values():
+        _empty_and_remove(dirs)
+
+
+class FreezeTimeout(OSError):
+    """The tree did not reach the frozen state in time (a task stuck in the kernel)."""
+
+
+class WorkerCgroups:
+    """One worker's cgroups, one directory per hierarchy, all with the same fresh name.
+
+    Files read or written around every timed call stay open (a read is then one `pread`).
+    """
+
+    def __init__(
+        self, layout: Layout, max_pids: int | None = None, memory_bytes: int | None = None
+    ) -> None:
+        self.layout = layout
+        self.name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+        self.dirs: dict[Hierarchy, Path] = {}
+        self._fds: list[int] = []
+        self._cpu_fd = self._freeze_fd = self._state_fd = -1
+        try:
+            for h in layout.hierarchies():
+                d = h.base / self.name
+                d.mkdir()
+                self.dirs[h] = d
+            self._configure(max_pids, memory_bytes)
+        except OSError:
+            self.remove()
+            raise
+
+    def _open(self, feature: str, name: str, flags: int) -> int:
+        fd = os.open(self.dirs[self.layout.chosen[feature]] / name, flags | os.O_CLOEXEC)
+        self._fds.append(fd)
+        return fd
+
+    def _configure(self, max_pids: int | None, memory_bytes: int | None) -> None:
+        chosen = self.layout.chosen
+        if "pids" in chosen and max_pids is not None:
+            _write(self.dirs[chosen["pids"]] / "pids.max", str(max_pids))
+        if "memory" in chosen and memory_bytes is not None:
+            d = self.dirs[chosen["memory"]]
+            if chosen["memory"].version == 1:
+                _write(d / "memory.limit_in_bytes", str(memory_bytes))
+                if (d / "memory.memsw.limit_in_bytes").exists():  # no escape into swap
+                    _write(d / "memory.memsw.limit_in_bytes", str(memory_bytes))
+            else:
+                _write(d / "memory.max", str(memory_bytes))
+                if (d / "memory.swap.max").exists():
+                    _write(d / "memory.swap.max", "0")
+        if "cpu" in chosen:
+            v1 = chosen["cpu"].version == 1
+            self._cpu_fd = self._open("cpu", "cpuacct.usage" if v1 else "cpu.stat", os.O_RDONLY)
+        if "freezer" in chosen:
+            if chosen["freezer"].version == 1:
+                self._freeze_fd = self._open("freezer", "freezer.state", os.O_RDWR)
+                self._state_fd = self._freeze_fd
+            else:
+                self._freeze_fd = self._open("freezer", "cgroup.freeze", os.O_WRONLY)
+                self._state_fd = self._open("freezer", "cgroup.events", os.O_RDONLY)
+
+    # -- queries ------------------------------------------------------------------------------
+
+    @property
+    def procs_files(self) -> tuple[str, ...]:
+        """Each directory's `cgroup.procs`: the child writes its pid to all before exec."""
+        return tuple(str(d / "cgroup.procs") for d in self.dirs.values())
+
+    def procs(self) -> set[int]:
+        """Every member, from the pids hierarchy if there is one (membership is the same in
+        every hierarchy, since all were joined before exec and cannot be left)."""
+        h = self.layout.chosen.get("pids") or next(iter(self.dirs), None)
+        return _procs(self.dirs[h]) if h is not None else set()
+
+    def cpu_source(self) -> str | None:
+        h = self.layout.chosen.get("cpu")
+        return None if h is None else ("cpuacct" if h.version == 1 else "cgroup2")
+
+    def freeze_source(self) -> str | None:
+        h = self.layout.chosen.get("freezer")
+        return None if h is None else ("freezer" if h.version == 1 else "cgroup2")
+
+    def cpu_ns(self) -> int | None:
+        """CPU time of everything that ever ran in the cgroup, in ns (v2 counts in µs)."""
+        if self._cpu_fd < 0:
+            return None
+        raw = os.pread(self._cpu_fd, 4096, 0)
+        if self.layout.chosen["cpu"].version == 1:
+            return int(raw)
+        for line in raw.split(b"\n"):
+            if line.startswith(b"usage_usec "):
+                return int(line.split()[1]) * 1000
+        raise OSError(f"no usage_usec in {self.dirs[self.layout.chosen['cpu']]}/cpu.stat")
+
+    # -- freezing -----------------------------------------------------------------------------
+
+    def _is_frozen(self) -> bool:
+        raw = os.pread(self._state_fd, 256, 0)
+        if self.layout.chosen["freezer"].version == 1:
+            return raw.strip() == b"FROZEN"
+        return b"frozen 1" in raw
+
+    def freeze(self, timeout_s: float = 2.0) -> None:
+        """Freeze and return once the kernel reports every task frozen.
+
+        A running task freezes when it next returns to user space, which needs a CPU: so the
+        judge yields rather than spins after a few polls (on two cores a spinning judge would
+        delay the very task it waits for). A task that does not freeze in time (stuck in an
+        uninterruptible sleep) thaws the tree again and raises FreezeTimeout.
+        """
+        if self._freeze_fd < 0:
+            raise OSError("no freezer cgroup")
+        v1 = self.layout.chosen["freezer"].version == 1
+        os.write(self._freeze_fd, b"FROZEN" if v1 else b"1")
+        deadline = time.monotonic() + timeout_s
+        polls = 0
+        while not self._is_frozen():
+            polls += 1
+            if polls < 20:
+                os.sched_yield()
+            elif time.monotonic() < deadline:
+                time.sleep(min(0.001, 0.00002 * polls))
+            else:
+                self.thaw()
+                raise FreezeTimeout(f"the worker did not freeze within {timeout_s:g} s")
+
+    def thaw(self) -> None:
+        if self._freeze_fd < 0:
+            return
+        v1 = self.layout.chosen["freezer"].version == 1
+        os.write(self._freeze_fd, b"THAWED" if v1 else b"0")
+
+    # -- ending -------------------------------------------------------------------------------
+
+    def kill_all(self) -> int:
+        """Thaw, then SIGKILL every member until the cgroups are empty."""
+        return _kill_members(list(self.dirs.values()))
+
+    def remove(self) -> None:
+        """End every member and delete the directories (idempotent)."""
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds = []
+        self._cpu_fd = self._freeze_fd = self._state_fd = -1
+        if self.dirs:
+            _empty_and_remove(self.dirs.values())
+        self.dirs = {}
+
+
+def find_pids_root() -> tuple[Path | None, str]:
+    """The directory under which we may create pids cgroups, or None and the reason (for
+    callers that want only a process limit, such as the agent sandbox)."""
+    found, notes = find_hierarchies()
+    layout = plan_layout(found, ["pids"], "; ".join(notes))
+    h = layout.chosen.get("pids")
+    if h is None:
+        return None, layout.why_not["pids"]
+    return h.base, f"cgroup v{h.version} pids"
 
 
 class PidsCgroup:
-    """One freshly created pids cgroup; `remove()` ends its processes and deletes it."""
+    """One pids cgroup in a given directory; `remove()` ends its processes and deletes it."""
 
     def __init__(self, base: Path, max_pids: int) -> None:
-        self.path = base / f"optarena-{os.getpid()}-{secrets.token_hex(4)}"
+        self.path = base / f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         self.path.mkdir()
         try:
-            (self.path / "pids.max").write_text(str(max_pids))
+            _write(self.path / "pids.max", str(max_pids))
         except OSError:
             self.path.rmdir()
             raise
@@ -105,42 +419,21 @@ class PidsCgroup:
         return str(self.path / "cgroup.procs")
 
     def procs(self) -> set[int]:
-        try:
-            text = Path(self.procs_file).read_text()
-        except OSError:
-            return set()
-        return {int(p) for p in text.split()}
+        return _procs(self.path)
 
-    def kill_all(self, rounds: int = 200) -> int:
-        """SIGKILL every member until the cgroup is empty (pids.max bounds any fork race)."""
-        killed: set[int] = set()
-        for _ in range(rounds):
-            members = self.procs()
-            if not members:
-                break
-            for pid in members:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            killed |= members
-            time.sleep(0.002)
-        return len(killed)
+    def kill_all(self) -> int:
+        return _kill_members([self.path])
 
     def remove(self) -> None:
-        self.kill_all()
-        for _ in range(250):  # rmdir fails with EBUSY until the last member is reaped
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.004)
+        _empty_and_remove([self.path])
 
 
-def attach_self(procs_file: str) -> None:
-    """In the child before exec: join the cgroup (written by pid; works for v1 and v2)."""
-    fd = os.open(procs_file, os.O_WRONLY)
-    try:
-        os.write(fd, str(os.getpid()).encode())
-    finally:
-        os.close(fd)
+def attach_self(procs_files: str | Iterable[str]) -> None:
+    """In the child before exec: join each cgroup (written by pid; works for v1 and v2)."""
+    pid = str(os.getpid()).encode()
+    for procs_file in [procs_files] if isinstance(procs_files, str) else procs_files:
+        fd = os.open(procs_file, os.O_WRONLY)
+        try:
+            os.write(fd, pid)
+        finally:
+            os.close(fd)

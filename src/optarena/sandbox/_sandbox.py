@@ -35,14 +35,24 @@ from pathlib import Path
 from typing import IO, Any
 
 from optarena.sandbox import _linux
-from optarena.sandbox._cgroup import PidsCgroup, attach_self, find_pids_root, sweep_stale
+from optarena.sandbox._cgroup import (
+    FEATURES,
+    Layout,
+    WorkerCgroups,
+    attach_self,
+    find_hierarchies,
+    plan_layout,
+    sweep_stale,
+)
 from optarena.sandbox._mounts import Mask, apply_masks, blockers, plan_masks
-from optarena.sandbox._process import ResourceLimits, kill_tree, spawn
+from optarena.sandbox._process import MiB, ResourceLimits, kill_tree, spawn
 from optarena.sandbox._tree import (
+    continue_all,
     descendants,
     is_zombie,
     namespace_of,
     pids_in_namespace,
+    stop_all,
     stop_then_kill,
 )
 from optarena.sandbox._uids import UidLease, lease_uid
@@ -57,10 +67,22 @@ class SandboxPolicy:
     mounts: bool = True
     cgroup: bool = True
     guard: bool = True  # the worker's audit hook and tamper checks (applied by the judge worker)
+    cpu_accounting: bool = True  # the kernel's CPU count of the worker's cgroup (`cpu_ns`)
+    freezer: bool = True  # freeze with the cgroup freezer (False: SIGSTOP every member)
+    memory: bool = True  # a memory cgroup limit (tmpfs pages included) = the address-space limit
 
     @classmethod
     def none(cls) -> SandboxPolicy:
-        return cls(network=False, user=False, mounts=False, cgroup=False, guard=False)
+        return cls(
+            network=False,
+            user=False,
+            mounts=False,
+            cgroup=False,
+            guard=False,
+            cpu_accounting=False,
+            freezer=False,
+            memory=False,
+        )
 
 
 @dataclass(frozen=True)
@@ -72,7 +94,7 @@ class ChildPlan:
     userns_ids: tuple[int, int] | None = None  # (uid, gid) to map to themselves
     masks: tuple[Mask, ...] = ()
     scratch_mb: int = 64
-    cgroup_procs: str | None = None
+    cgroup_procs: tuple[str, ...] = ()
     uid: int | None = None
     nproc: int | None = None  # RLIMIT_NPROC, set after unshare (a new user namespace's limit
     # is captured from the creator's at creation, so set before it would cap the whole user)
@@ -91,8 +113,7 @@ def _child_setup(plan: ChildPlan) -> None:
     """Runs in the forked child. Order matters: join the cgroup and build namespaces while
     privileged, then drop the uid, then set what a uid change would clear (pdeathsig)."""
     try:
-        if plan.cgroup_procs:
-            attach_self(plan.cgroup_procs)
+        attach_self(plan.cgroup_procs)
         if plan.unshare_flags:
             _linux.unshare(plan.unshare_flags)
         if plan.userns_ids is not None:
@@ -155,8 +176,32 @@ class Capabilities:
     root: bool
     netns: str | None
     mountns: str | None
-    cgroup: str | None
-    cgroup_base: Path | None = field(default=None, compare=False)
+    cgroup: str | None  # the pids feature (process limit and complete membership)
+    cgroup_base: Path | None = field(default=None, compare=False)  # where pids cgroups go
+    cgroups: Layout = field(default_factory=Layout, compare=False)  # every cgroup feature
+
+
+def _probe_cgroups() -> Layout:
+    """Which cgroup features work here: each is created, and joined by a throwaway child."""
+    found, notes = find_hierarchies()
+    sweep_stale(h.base for h in found)
+    layout = plan_layout(found, FEATURES, "; ".join(notes))
+    chosen, why_not = dict(layout.chosen), dict(layout.why_not)
+    for feature in list(chosen):
+        try:
+            trial = WorkerCgroups(layout.only([feature]), max_pids=8, memory_bytes=256 << 20)
+        except OSError as e:
+            why_not[feature] = f"cannot create a cgroup: {e}"
+            del chosen[feature]
+            continue
+        try:
+            failed = _try_child(ChildPlan("/", cgroup_procs=trial.procs_files))
+        finally:
+            trial.remove()
+        if failed is not None:
+            why_not[feature] = f"cannot join a cgroup: {failed}"
+            del chosen[feature]
+    return Layout(chosen, why_not)
 
 
 @cache
@@ -174,15 +219,10 @@ def probe() -> Capabilities:
     netns = _try_child(ChildPlan(cwd, user_flag | _linux.CLONE_NEWNET, ids))
     mnt_plan = ChildPlan(cwd, user_flag | _linux.CLONE_NEWNS, ids, masks=(Mask("/tmp", (), True),))
     mountns = _try_child(mnt_plan)
-    base, why = find_pids_root()
-    cgroup: str | None = None if base is not None else why
-    if base is not None:
-        try:
-            sweep_stale(base)
-            PidsCgroup(base, 8).remove()
-        except OSError as e:
-            cgroup, base = f"cannot create a cgroup: {e}", None
-    return Capabilities(root, netns, mountns, cgroup, base)
+    layout = _probe_cgroups()
+    pids = layout.chosen.get("pids")
+    cgroup = layout.why_not.get("pids") if pids is None else None
+    return Capabilities(root, netns, mountns, cgroup, pids.base if pids else None, layout)
 
 
 def interpreter_paths() -> list[str]:
@@ -223,7 +263,9 @@ class Sandbox:
         self.scratch_mb = scratch_mb
         self.proc: subprocess.Popen[bytes] | None = None
         self.lease: UidLease | None = None
-        self.cgroup: PidsCgroup | None = None
+        self.cgroup: WorkerCgroups | None = None
+        self._stopped: set[int] = set()  # what the SIGSTOP fallback stopped, to continue
+        self._frozen = False
         self.notes: list[str] = []
         self.measures: dict[str, str] = {}
         self.userns = False
@@ -257,20 +299,44 @@ class Sandbox:
         _chown_tree(self.workdir, self.lease.uid)
         self.measures["user"] = f"uid {self.lease.uid}"
 
-    def _make_cgroup(self, caps: Capabilities) -> None:
+    def _cgroup_features(self) -> list[str]:
+        """The cgroup features this worker wants, by policy."""
+        wanted = {
+            "pids": True,
+            "cpu": self.policy.cpu_accounting,
+            "freezer": self.policy.freezer,
+            "memory": self.policy.memory and self.limits.address_space_mb is not None,
+        }
+        return [f for f in FEATURES if wanted[f]]
+
+    def _make_cgroup(self, caps: Capabilities, helpers: int) -> None:
+        """Create this worker's cgroups; `helpers`: our own processes inside (pid namespace)."""
         if not self.policy.cgroup:
             self.measures["cgroup"] = "off"
             return
-        if caps.cgroup_base is None:
+        layout = caps.cgroups.only(self._cgroup_features())
+        for feature, why in layout.why_not.items():
+            self.notes.append(f"cgroup {feature}: {why}")
+        if not layout.chosen:
             self.measures["cgroup"] = "unavailable"
-            self.notes.append(f"cgroup: {caps.cgroup}")
             return
+        mem = self.limits.address_space_mb
         try:
-            self.cgroup = PidsCgroup(caps.cgroup_base, self.limits.processes or 64)
-            self.measures["cgroup"] = f"pids.max={self.limits.processes or 64}"
+            self.cgroup = WorkerCgroups(
+                layout,
+                max_pids=(self.limits.processes or 64) + helpers,
+                memory_bytes=mem * MiB if mem is not None else None,
+            )
         except OSError as e:
             self.measures["cgroup"] = "unavailable"
             self.notes.append(f"cgroup: {e}")
+            return
+        if "pids" in layout.chosen:
+            self.measures["cgroup"] = f"pids.max={self.limits.processes or 64}"
+        else:
+            self.measures["cgroup"] = "no pids controller"
+        if "memory" in layout.chosen:
+            self.measures["memory"] = f"cgroup limit {mem} MiB"
 
     def _ns_measure(self, name: str, wanted: bool, why_not: str | None) -> bool:
         if not wanted:
@@ -288,7 +354,7 @@ class Sandbox:
         use_mnt = self._ns_measure("mounts", self.policy.mounts, caps.mountns)
         needed = [*interpreter_paths(), *self.needed, str(self.workdir)]
         self._lease_uid(caps, use_mnt, needed)
-        self._make_cgroup(caps)
+        self._make_cgroup(caps, helpers=0)
         flags = (_linux.CLONE_NEWNET if use_net else 0) | (_linux.CLONE_NEWNS if use_mnt else 0)
         ids = None
         if flags and not caps.root:
@@ -316,7 +382,7 @@ class Sandbox:
             userns_ids=ids,
             masks=masks,
             scratch_mb=self.scratch_mb,
-            cgroup_procs=self.cgroup.procs_file if self.cgroup else None,
+            cgroup_procs=self.cgroup.procs_files if self.cgroup else (),
             uid=self.lease.uid if self.lease else None,
             nproc=self.limits.processes if self.lease or self.userns else None,
         )
@@ -375,6 +441,11 @@ class Sandbox:
 
     # -- between calls ----------------------------------------------------------------------
 
+    @property
+    def worker_pid(self) -> int | None:
+        """The pid (in the judge's namespace) of the process running `argv`."""
+        return self.proc.pid if self.proc is not None else None
+
     def members(self) -> set[int]:
         """Every live process of this sandbox, the worker included."""
         if self.proc is None:
@@ -396,6 +467,62 @@ class Sandbox:
     def kill_strays(self) -> int:
         return stop_then_kill(self.strays)
 
+    # -- accounting and freezing (the judge's clocks live outside the worker) ----------------
+
+    def cpu_ns(self) -> int | None:
+        """Kernel CPU time (ns) of everything in the worker's cgroup so far: all threads,
+        exited threads and children included (cgroup v1 cpuacct.usage, or cgroup v2 cpu.stat
+        usage_usec*1000). None when no such cgroup could be made.
+
+        Per-thread clocks miss threads that have exited and every child process; a cgroup's
+        count cannot be edited or evaded from inside it."""
+        return self.cgroup.cpu_ns() if self.cgroup is not None else None
+
+    @property
+    def cpu_source(self) -> str:
+        """`cpuacct`, `cgroup2`, or `unavailable (<why>)`."""
+        source = self.cgroup.cpu_source() if self.cgroup is not None else None
+        if source is not None:
+            return source
+        if not self.policy.cgroup or not self.policy.cpu_accounting:
+            return "unavailable (off by policy)"
+        if self.proc is None:
+            return "unavailable (not started)"
+        why = probe().cgroups.why_not.get("cpu") or self.measures.get("cgroup", "no cgroup")
+        return f"unavailable ({why})"
+
+    @property
+    def freeze_method(self) -> str:
+        """`freezer` (v1), `cgroup2` (cgroup.freeze), or `sigstop` (every member, one by one)."""
+        method = self.cgroup.freeze_source() if self.cgroup is not None else None
+        return method or "sigstop"
+
+    def freeze(self) -> None:
+        """Stop every process of the worker's tree and return only once all are stopped.
+
+        The cgroup freezer stops the tree in one write and catches a process forked meanwhile;
+        the fallback SIGSTOPs every member, looks again until no new process appears (a stopped
+        process cannot fork) and waits until each thread is stopped. Idempotent. Raises OSError
+        when the tree cannot be stopped (then nothing is left half-frozen)."""
+        if self._frozen or self.proc is None:
+            return
+        if self.cgroup is not None and self.cgroup.freeze_source() is not None:
+            self.cgroup.freeze()
+        else:
+            self._stopped = stop_all(self.members)
+        self._frozen = True
+
+    def thaw(self) -> None:
+        """Let the tree run again (the reverse of `freeze`; idempotent)."""
+        if not self._frozen:
+            return
+        self._frozen = False
+        if self.cgroup is not None and self.cgroup.freeze_source() is not None:
+            self.cgroup.thaw()
+        else:
+            continue_all(self._stopped | self.members())
+            self._stopped = set()
+
     # -- ending -----------------------------------------------------------------------------
 
     def _release(self) -> None:
@@ -409,6 +536,8 @@ class Sandbox:
     def close(self) -> None:
         """End the worker and everything it started; release the cgroup and the uid."""
         if self.proc is not None:
+            with contextlib.suppress(OSError):
+                self.thaw()  # a task frozen by the v1 freezer does not act on SIGKILL
             if self.cgroup is None and self.lease is None:
                 stop_then_kill(self.members)
             kill_tree(self.proc)
@@ -419,10 +548,13 @@ class Sandbox:
         m = dict(self.measures)
         cleanup = (
             "cgroup"
-            if m.get("cgroup", "").startswith("pids")
+            if m.get("cgroup", "off") not in ("off", "unavailable")
             else ("uid" if m.get("user", "").startswith("uid") else "process tree")
         )
         processes = [m["cgroup"]] if m.get("cgroup", "").startswith("pids") else []
+        memory = [f"rlimit address space {self.limits.address_space_mb} MiB"]
+        if "memory" in m:
+            memory.append(m["memory"])
         if (m.get("user", "").startswith("uid") or self.userns) and self.limits.processes:
             processes.append(f"rlimit nproc={self.limits.processes}")
         return {
@@ -432,5 +564,8 @@ class Sandbox:
             "processes": ", ".join(processes) or "not enforced",
             "cleanup": cleanup,
             "guard": "audit hook" if self.policy.guard else "off",
+            "cpu_accounting": self.cpu_source,
+            "freeze": self.freeze_method,
+            "memory": ", ".join(memory) if self.limits.address_space_mb else "not limited",
             "notes": list(self.notes),
         }

@@ -110,6 +110,50 @@ def signal_all(pids: Iterable[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
+def _threads_stopped(pid: int) -> bool:
+    """Whether every thread of `pid` is stopped (or gone): a group stop is complete only then."""
+    try:
+        tids = os.listdir(f"{PROC}/{pid}/task")
+    except OSError:
+        return True
+    for tid in tids:
+        try:
+            with open(f"{PROC}/{pid}/task/{tid}/stat", "rb") as f:
+                raw = f.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        if raw[raw.rindex(")") + 2 :].split()[0] not in ("T", "t", "Z", "X"):
+            return False
+    return True
+
+
+def stop_all(collect: Callable[[], set[int]], timeout_s: float = 2.0) -> set[int]:
+    """SIGSTOP everything `collect` finds, again until nothing new appears, and return once
+    every thread of every one is stopped (SIGSTOP cannot be caught, blocked or ignored).
+
+    The fallback freezer where no cgroup freezer exists. Raises OSError (after continuing
+    everything it stopped) if the tree is not stopped within `timeout_s`."""
+    stopped: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        new = collect() - stopped
+        if not new:
+            return stopped
+        signal_all(new, signal.SIGSTOP)
+        stopped |= new
+        delay = 1e-5
+        while not all(_threads_stopped(p) for p in new):
+            if time.monotonic() > deadline:
+                continue_all(stopped)
+                raise OSError(f"the worker did not stop within {timeout_s:g} s")
+            time.sleep(delay)
+            delay = min(2 * delay, 1e-3)
+
+
+def continue_all(pids: Iterable[int]) -> None:
+    signal_all(pids, signal.SIGCONT)
+
+
 def stop_then_kill(collect: Callable[[], set[int]], rounds: int = 50) -> int:
     """SIGSTOP what `collect` finds until it finds nothing new, then SIGKILL all of it.
 
