@@ -11,7 +11,8 @@ import json
 import os
 import platform
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -100,3 +101,84 @@ def runtime_fingerprint() -> dict[str, Any]:
     }
     fp["sha256"] = sha256_bytes(json.dumps(fp, sort_keys=True).encode())
     return fp
+
+
+# --- the installation's own reference ------------------------------------------------------
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+_CODE_SUFFIXES = {".py", ".pth", ".so", ".pyd"}  # a new file of these kinds can run
+
+
+@dataclass(frozen=True)
+class CodeReference:
+    """What optarena's files should hash to: package-relative POSIX path -> sha256 (hex)."""
+
+    source: str  # where the reference comes from, for messages
+    hashes: Mapping[str, str]
+
+    def changes(self, current: Mapping[str, str]) -> list[str]:
+        """'<path>: modified | deleted | added' for each difference (additions only of files
+        that could run: data files a task writes at run time are not code)."""
+        out = [
+            f"{rel}: {'deleted' if rel not in current else 'modified'}"
+            for rel, digest in sorted(self.hashes.items())
+            if current.get(rel) != digest
+        ]
+        out += [
+            f"{rel}: added"
+            for rel in sorted(set(current) - set(self.hashes))
+            if Path(rel).suffix in _CODE_SUFFIXES
+        ]
+        return out
+
+
+def package_hashes(root: Path = PACKAGE_DIR) -> dict[str, str]:
+    """sha256 of every content file of the installed package, now."""
+    out = {}
+    for rel in tree_files(root):
+        try:
+            out[rel] = sha256_bytes((root / rel).read_bytes())
+        except OSError:
+            continue
+    return out
+
+
+def _record_reference(root: Path) -> CodeReference | None:
+    """The sha256 entries of the distribution's RECORD (written at install time) for the files
+    of this package; None for an editable install, whose RECORD does not list them."""
+    import base64
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("optarena")
+    except metadata.PackageNotFoundError:
+        return None
+    hashes: dict[str, str] = {}
+    for f in dist.files or []:
+        if f.hash is None or f.hash.mode != "sha256":
+            continue
+        where = Path(str(dist.locate_file(f))).resolve()
+        if where.is_relative_to(root) and where.suffix not in _SKIP_SUFFIXES:
+            raw = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4))
+            hashes[where.relative_to(root).as_posix()] = raw.hex()
+    return CodeReference("the installed distribution's RECORD", hashes) if hashes else None
+
+
+@cache
+def code_references() -> tuple[CodeReference, ...]:
+    """The references the installation is checked against, fixed on the first call (call it
+    at process start, before any agent runs): the wheel's RECORD when there is one, and
+    always the tree as this process first saw it (an editable checkout has only that)."""
+    refs = [CodeReference("the files as this optarena process found them", package_hashes())]
+    record = _record_reference(PACKAGE_DIR)
+    return (record, *refs) if record is not None else tuple(refs)
+
+
+def installation_changes() -> tuple[list[str], str]:
+    """What differs between optarena's files now and its references, and which reference."""
+    current = package_hashes()
+    for ref in code_references():
+        changes = ref.changes(current)
+        if changes:
+            return changes, ref.source
+    return [], ""

@@ -9,6 +9,7 @@ from optarena.agents._base import (
     AgentRunner,
     AgentStatus,
     RunContext,
+    SandboxSpec,
     Usage,
 )
 from optarena.agents._process import ProcessResult, run_logged
@@ -28,6 +29,7 @@ __all__ = [
     "AgentStatus",
     "ProcessResult",
     "RunContext",
+    "SandboxSpec",
     "Usage",
     "create_runner",
     "known_runners",

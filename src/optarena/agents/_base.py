@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optarena.errors import AgentNotInstalledError, OptarenaError
+from optarena.sandbox import AgentSandbox, AgentSandboxPolicy
 
 if TYPE_CHECKING:
     from optarena.ledger import Ledger
@@ -72,7 +73,22 @@ class AgentOutcome(BaseModel):
     wall_s: float | None = None
     cpu_s: float | None = Field(default=None, description="the agent tree's CPU time, from the OS")
     detail: str = ""
+    sandbox: dict[str, Any] | None = Field(
+        default=None,
+        description="containment measures active for the agent's processes (AgentSandbox "
+        "report); None: the runner started no process in an agent sandbox",
+    )
     extra: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """How the trial contains its agent; a runner adds what only it knows (its executable,
+    its config home, the proxy's port) through `RunContext.agent_sandbox`."""
+
+    policy: AgentSandboxPolicy = field(default_factory=AgentSandboxPolicy)
+    hidden: tuple[Path, ...] = ()  # the ledger directory, other trials' workspaces
+    home: Path | None = None  # the agent's private HOME, writable
 
 
 @dataclass
@@ -83,6 +99,9 @@ class RunContext:
     `env` is how a trial hook (e.g. a metering proxy started before the agent) reaches the
     agent: runners add it to the environment of every process they start. `ledger` lets a
     runner record per-call data (e.g. rows of an `api_calls` table) against `trial_id`.
+    `sandbox` says how to contain the agent (None: not at all, as in a runner's unit test);
+    `proxy_ports` are host loopback ports a hook opened for the agent (inside the sandbox's
+    network namespace, nothing else on the host is reachable).
     """
 
     trial_id: str
@@ -92,6 +111,31 @@ class RunContext:
     env: dict[str, str] = field(default_factory=dict)
     ledger: Ledger | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    sandbox: SandboxSpec | None = None
+    proxy_ports: list[int] = field(default_factory=list)
+
+    def agent_sandbox(
+        self,
+        writable: list[Path],
+        readable: list[Path] | None = None,
+        ports: list[int] | None = None,
+    ) -> AgentSandbox | None:
+        """The sandbox for one agent process: `writable` (the workspace first) plus the
+        private home; None when the trial runs the agent uncontained."""
+        spec = self.sandbox
+        if spec is None or not spec.policy.enabled:
+            return None
+        dirs = [*writable, *([spec.home] if spec.home else [])]
+        for d in dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        return AgentSandbox(
+            spec.policy,
+            writable=dirs,
+            readable=readable or [],
+            hidden=spec.hidden,
+            ports=[*(ports or []), *self.proxy_ports],
+            home=spec.home,
+        )
 
 
 class AgentRunner(ABC):

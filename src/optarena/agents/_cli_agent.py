@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, get_origin
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -27,6 +28,7 @@ from optarena.agents._base import AgentLimits, AgentOutcome, AgentRunner, AgentS
 from optarena.agents._process import ProcessResult, run_logged
 from optarena.errors import AgentNotInstalledError, OptarenaError
 from optarena.proxy import MeteredSession, ProxyLimits
+from optarena.sandbox import AgentSandbox
 
 NPM_CACHE_ENV = "OPTARENA_NPM_CACHE"
 
@@ -92,6 +94,18 @@ def version_of(binary: str) -> str | None:
         return None
     m = re.search(r"\d+\.\d+\.\d+[\w.+-]*", out.stdout + out.stderr)
     return m.group(0) if m else None
+
+
+def installation_of(exe: str) -> list[Path]:
+    """What running `exe` reads besides the system: the directory it was found in, where its
+    link points, and for an npm package the whole `node_modules` tree it lives in (a CLI's
+    native binary sits in a sibling package)."""
+    found, real = Path(exe).absolute(), Path(os.path.realpath(exe))
+    out = [found.parent, real.parent]
+    tops = [p for p in real.parents if p.name == "node_modules"]
+    if tops:
+        out.append(tops[-1])
+    return out
 
 
 @dataclass
@@ -202,14 +216,32 @@ class CliAgentRunner(AgentRunner):
             api_url = session.url if session else None
             argv = self.command(exe, workspace, prompt, limits, api_url)
             env = self._full_env(home, api_url)
+            sandbox = self._sandbox(exe, workspace, home, session)
             result = run_logged(
                 argv, cwd=workspace, env=env, wall_s=limits.wall_s,
                 stdout_path=logs["stdout"], stderr_path=logs["stderr"],
-                grace_s=self.options.grace_s,
+                grace_s=self.options.grace_s, sandbox=sandbox,
             )  # fmt: skip
         if session is not None:
             logs["api_calls"] = session.log_path
         return self._outcome(result, self.parse(logs["stdout"]), session, logs, argv, home)
+
+    def _sandbox(
+        self, exe: str, workspace: Path, home: Path | None, session: MeteredSession | None
+    ) -> AgentSandbox | None:
+        """The agent sandbox for this run: the workspace and the private config home are
+        writable, the CLI's own installation readable, the metering proxy reachable."""
+        ctx = self.context
+        if ctx is None or ctx.sandbox is None or not ctx.sandbox.policy.enabled:
+            return None
+        if home is None:
+            raise OptarenaError(
+                f"agent '{self.name}': user_config=true gives the agent your own config home, "
+                "which the agent sandbox keeps read-only; pass --no-agent-sandbox as well"
+            )
+        port = urlsplit(session.url).port if session is not None else None
+        ports = [port] if port else []
+        return ctx.agent_sandbox([workspace, home], readable=installation_of(exe), ports=ports)
 
     def _session(
         self, limits: AgentLimits, logs_dir: Path, stack: contextlib.ExitStack
@@ -257,6 +289,7 @@ class CliAgentRunner(AgentRunner):
         if session is not None:
             extra["proxy"] = {"url": session.url, "refusals": session.refusals}
         return AgentOutcome(
+            sandbox=result.sandbox,
             status=status,
             exit_code=result.exit_code,
             logs={k: str(v) for k, v in logs.items()},

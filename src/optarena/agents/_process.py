@@ -1,12 +1,14 @@
 """Running an agent's process tree under a wall-time limit, with its output in files.
 
 Output goes to files, never to pipes: a grandchild that inherits stdout and outlives its parent
-cannot keep us waiting for an EOF that never comes. When the agent exits, times out or we are
-interrupted, its whole process group is killed (`optarena.sandbox.kill_tree`), and on a timeout
-or interruption also every descendant that left the group (`setsid`) but still descends from
-the agent. A daemon that was already orphaned when the agent ended cannot be found this way
-(that takes a cgroup or a dedicated uid); the delivery is copied out of the workspace before
-judging, so such a straggler cannot change what is judged.
+cannot keep us waiting for an EOF that never comes. In a trial the agent runs in an
+`AgentSandbox`, and when it exits, times out or we are interrupted, every process it started is
+killed, detached daemons included (the sandbox's cgroup or uid lists them all). Without a
+sandbox (a runner's unit test, `--no-agent-sandbox`) its whole process group is killed
+(`optarena.sandbox.kill_tree`), and on a timeout or interruption also every descendant that
+left the group (`setsid`) but still descends from the agent; a daemon that was already
+orphaned when the agent ended cannot be found that way. The delivery is copied out of the
+workspace before judging, so a straggler cannot change what is judged.
 
 CPU time comes from the OS: the difference in `getrusage(RUSAGE_CHILDREN)` across the run, i.e.
 user + system time of the agent's process and of every descendant that was reaped (by its
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from optarena.agents._base import AgentStatus
-from optarena.sandbox import kill_tree, spawn
+from optarena.sandbox import AgentSandbox, kill_tree, spawn
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class ProcessResult:
     timed_out: bool
     wall_s: float
     cpu_s: float | None
+    sandbox: dict[str, object] | None = None  # the AgentSandbox report, when one was used
 
 
 def _proc_table() -> dict[int, tuple[int, int]]:
@@ -110,20 +113,29 @@ def run_logged(
     stdout_path: Path,
     stderr_path: Path,
     grace_s: float = 1.0,
+    sandbox: AgentSandbox | None = None,
 ) -> ProcessResult:
-    """Run `argv` in its own session with stdout/stderr appended to files; kill the tree
-    after `wall_s` (SIGTERM, then SIGKILL after `grace_s`) and whenever we are interrupted."""
+    """Run `argv` in its own session (in `sandbox` when given) with stdout/stderr appended to
+    files; kill everything it started after `wall_s` (SIGTERM, then SIGKILL after `grace_s`),
+    when it exits, and whenever we are interrupted."""
     cpu0, t0 = _children_cpu(), time.monotonic()
     with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
-        proc = spawn(argv, cwd=cwd, env=env, stdout=out, stderr=err)
+        if sandbox is not None:
+            proc = sandbox.spawn(argv, env=env, stdout=out, stderr=err)
+        else:
+            proc = spawn(argv, cwd=cwd, env=env, stdout=out, stderr=err)
     timed_out = False
     try:
         proc.wait(timeout=wall_s)
     except subprocess.TimeoutExpired:
         timed_out = True
     finally:
-        # On exit too: what the agent left running in its group ends with it.
-        end_tree(proc, grace_s if timed_out else 0.0)
+        # On exit too: what the agent left running ends with it.
+        grace = grace_s if timed_out else 0.0
+        if sandbox is not None:
+            sandbox.close(grace)
+        else:
+            end_tree(proc, grace)
     wall = time.monotonic() - t0
     cpu = _children_cpu() - cpu0
     return ProcessResult(
@@ -131,6 +143,7 @@ def run_logged(
         timed_out=timed_out,
         wall_s=round(wall, 4),
         cpu_s=round(cpu, 4) if cpu >= 0 else None,
+        sandbox=sandbox.report() if sandbox is not None else None,
     )
 
 

@@ -8,6 +8,11 @@ trial's logs), `{usage_file}`, `{timeout_s}`, `{trial_id}`. The template is spli
 command line first, so a placeholder's value stays one argument even with spaces in it; it is
 not run through a shell (use `sh -c '...'` for that).
 
+In a trial the command runs in the agent sandbox (`optarena.sandbox.AgentSandbox`): it may
+write its workspace, `{logs_dir}` and its private `$HOME`, and nothing else; files named on the
+command line (an agent script, say) stay readable wherever they are; of the network only the
+ports a trial hook opened (`RunContext.proxy_ports`) are reachable, at 127.0.0.1.
+
 Usage is unknown unless the command writes a JSON object with `Usage` fields (input_tokens,
 output_tokens, cost_usd, calls, ...) to `{usage_file}` (default `{logs_dir}/usage.json`,
 or `--agent-arg usage_file=PATH`, relative to `{logs_dir}`; keep it out of the workspace,
@@ -153,6 +158,10 @@ class CommandRunner(AgentRunner):
         env = {**os.environ, **(self.context.env if self.context else {})}
         env.update({f"OPTARENA_{k.upper()}": v for k, v in values.items()})
         logs = {"stdout": logs_dir / "stdout.log", "stderr": logs_dir / "stderr.log"}
+        sandbox = None
+        if self.context is not None:
+            named = [Path(a) for a in argv if os.path.isabs(a) and os.path.exists(a)]
+            sandbox = self.context.agent_sandbox([workspace, logs_dir], readable=named)
         result = run_logged(
             argv,
             cwd=workspace,
@@ -161,6 +170,7 @@ class CommandRunner(AgentRunner):
             stdout_path=logs["stdout"],
             stderr_path=logs["stderr"],
             grace_s=self.grace_s,
+            sandbox=sandbox,
         )
         status, detail = status_of(result)
         usage, notes = read_usage_file(usage_path, usage_before)
@@ -172,5 +182,6 @@ class CommandRunner(AgentRunner):
             wall_s=result.wall_s,
             cpu_s=result.cpu_s,
             detail="; ".join([detail, *notes]),
+            sandbox=result.sandbox,
             extra={"argv": argv},
         )

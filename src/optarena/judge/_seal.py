@@ -18,7 +18,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from optarena.identity import hash_files, hash_tree, sha256_bytes
+from optarena.errors import OptarenaError
+from optarena.identity import hash_files, hash_tree, installation_changes, sha256_bytes
 from optarena.tasks import Task
 
 
@@ -75,3 +76,32 @@ def broken(before: Seal, after: Seal) -> list[str]:
     names = {"judge": "the judge's code", "task": "the task package", "oracle": "the oracle"}
     b, a = before.as_dict(), after.as_dict()
     return [names[k] for k in b if b[k] != a[k]]
+
+
+class JudgeTamperedError(OptarenaError):
+    """optarena's installed code, or the task package, is not what it was: nothing is judged,
+    since a verdict from altered code would be worthless. `changes` names what differs."""
+
+    code = "judge_tampered"
+
+    def __init__(self, changes: list[str], reference: str) -> None:
+        self.changes = changes
+        self.reference = reference
+        more = f"; and {len(changes) - 8} more" if len(changes) > 8 else ""
+        super().__init__(
+            f"judge_tampered: refusing to judge: files differ from {reference}: "
+            f"{'; '.join(changes[:8])}{more}. Reinstall optarena (pip install "
+            "--force-reinstall) and restore the task package"
+        )
+
+
+def verify_judge(task: Task | None = None, task_sha256: str | None = None) -> None:
+    """Before every judgement: optarena's installed files must match their install-time
+    reference (`identity.code_references`) and the task package the hash it had when the trial
+    began. Raises JudgeTamperedError otherwise. A few milliseconds (one hash of each tree)."""
+    changes, reference = installation_changes()
+    if task is not None and task_sha256 is not None and hash_tree(task.root) != task_sha256:
+        changes.append(f"task package {task.root}: changed since the trial began")
+        reference = reference or "the task package as the trial began"
+    if changes:
+        raise JudgeTamperedError(changes, reference)
