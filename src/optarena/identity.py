@@ -107,29 +107,52 @@ def runtime_fingerprint() -> dict[str, Any]:
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 _CODE_SUFFIXES = {".py", ".pth", ".so", ".pyd"}  # a new file of these kinds can run
+# What decides a verdict, for the process-start snapshot (the RECORD covers everything).
+JUDGING_CODE = ("judge/", "sandbox/", "tasks/", "identity.py", "runs/_judging.py")
 
 
 @dataclass(frozen=True)
 class CodeReference:
-    """What optarena's files should hash to: package-relative POSIX path -> sha256 (hex)."""
+    """What optarena's files should hash to: package-relative POSIX path -> sha256 (hex).
+
+    `installed` is True for the install-time RECORD: every difference counts, additions of
+    files that could run too (a stray `numpy.py` beside a script shadows the real one). For the
+    process-start snapshot (an editable checkout), only what this process will still read
+    counts: a module it has already imported runs from memory whatever its file says now, and a
+    file that did not exist at the start is referred to by nothing loaded (so a developer saving
+    an edit does not stop a running experiment; an agent's edit to anything still to be read
+    does)."""
 
     source: str  # where the reference comes from, for messages
     hashes: Mapping[str, str]
+    installed: bool = False
 
-    def changes(self, current: Mapping[str, str]) -> list[str]:
-        """'<path>: modified | deleted | added' for each difference (additions only of files
-        that could run: data files a task writes at run time are not code)."""
+    def changes(
+        self, current: Mapping[str, str], loaded: frozenset[str] = frozenset()
+    ) -> list[str]:
+        """'<path>: modified | deleted | added' for each difference that counts."""
         out = [
             f"{rel}: {'deleted' if rel not in current else 'modified'}"
             for rel, digest in sorted(self.hashes.items())
-            if current.get(rel) != digest
+            if current.get(rel) != digest and (self.installed or rel not in loaded)
         ]
-        out += [
-            f"{rel}: added"
-            for rel in sorted(set(current) - set(self.hashes))
-            if Path(rel).suffix in _CODE_SUFFIXES
-        ]
+        if self.installed:
+            out += [
+                f"{rel}: added"
+                for rel in sorted(set(current) - set(self.hashes))
+                if Path(rel).suffix in _CODE_SUFFIXES
+            ]
         return out
+
+
+def loaded_files(root: Path = PACKAGE_DIR) -> frozenset[str]:
+    """Package-relative paths of the modules this process has imported from `root`."""
+    out = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and Path(path).resolve().is_relative_to(root):
+            out.add(Path(path).resolve().relative_to(root).as_posix())
+    return frozenset(out)
 
 
 def package_hashes(root: Path = PACKAGE_DIR) -> dict[str, str]:
@@ -161,24 +184,29 @@ def _record_reference(root: Path) -> CodeReference | None:
         if where.is_relative_to(root) and where.suffix not in _SKIP_SUFFIXES:
             raw = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4))
             hashes[where.relative_to(root).as_posix()] = raw.hex()
-    return CodeReference("the installed distribution's RECORD", hashes) if hashes else None
+    if not hashes:
+        return None
+    return CodeReference("the installed distribution's RECORD", hashes, installed=True)
 
 
 @cache
 def code_references() -> tuple[CodeReference, ...]:
     """The references the installation is checked against, fixed on the first call (call it
-    at process start, before any agent runs): the wheel's RECORD when there is one, and
-    always the tree as this process first saw it (an editable checkout has only that)."""
-    refs = [CodeReference("the files as this optarena process found them", package_hashes())]
+    at process start, before any agent runs): the wheel's RECORD when there is one (every
+    file of the package), and always the code that judges (`JUDGING_CODE`: the judge, the
+    sandbox, the task loader and built-in tasks) as this process first saw it, which is all
+    an editable checkout has."""
+    now = {k: v for k, v in package_hashes().items() if k.startswith(JUDGING_CODE)}
+    refs = [CodeReference("the files as this optarena process found them", now)]
     record = _record_reference(PACKAGE_DIR)
     return (record, *refs) if record is not None else tuple(refs)
 
 
 def installation_changes() -> tuple[list[str], str]:
     """What differs between optarena's files now and its references, and which reference."""
-    current = package_hashes()
+    current, loaded = package_hashes(), loaded_files()
     for ref in code_references():
-        changes = ref.changes(current)
+        changes = ref.changes(current, loaded)
         if changes:
             return changes, ref.source
     return [], ""

@@ -45,18 +45,28 @@ def test_a_failure_while_judging_marks_the_row_interrupted(
     assert rows == 0
 
 
-def _start_cli_trial(tmp_path: Path, agent: Callable[[str], str]) -> subprocess.Popen[bytes]:
-    marker = tmp_path / "agent.pid"
-    command = agent(f"echo $$ > {marker}.tmp; mv {marker}.tmp {marker}; sleep 300")
+def _start_cli_trial(
+    tmp_path: Path, agent: Callable[[str], str], body: str = ""
+) -> subprocess.Popen[bytes]:
+    """`optarena run` with an agent that writes its pid to its logs directory (the agent
+    sandbox lets it write nothing else outside its workspace) and sleeps; returns once the
+    pid file is there, which `_agent_pid` reads."""
+    marker = '"$OPTARENA_LOGS_DIR/agent.pid"'
+    command = agent(f"{body}\necho $$ > {marker}.tmp; mv {marker}.tmp {marker}; sleep 300")
     argv = [sys.executable, "-m", "optarena", "run", "--task", "rmsnorm", "--command", command]
     argv += ["--no-measure", "--ledger", str(tmp_path / "ledger")]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
-    while not marker.exists():
+    while not list((tmp_path / "ledger" / "work").glob("*/logs/agent.pid")):
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
         assert time.monotonic() < deadline, "the agent never started"
         time.sleep(0.05)
     return proc
+
+
+def _agent_pid(tmp_path: Path) -> int:
+    (marker,) = (tmp_path / "ledger" / "work").glob("*/logs/agent.pid")
+    return int(marker.read_text())
 
 
 def _dead(pid: int) -> bool:
@@ -71,7 +81,7 @@ def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
     tmp_path: Path, agent: Callable[[str], str]
 ) -> None:
     proc = _start_cli_trial(tmp_path, agent)
-    agent_pid = int((tmp_path / "agent.pid").read_text())
+    agent_pid = _agent_pid(tmp_path)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 130
     deadline = time.monotonic() + 5
@@ -88,7 +98,7 @@ def test_kill_9_leaves_running_until_the_next_open_marks_it_interrupted(
     tmp_path: Path, agent: Callable[[str], str]
 ) -> None:
     proc = _start_cli_trial(tmp_path, agent)
-    agent_pid = int((tmp_path / "agent.pid").read_text())
+    agent_pid = _agent_pid(tmp_path)
     try:
         proc.kill()
         proc.wait(timeout=30)

@@ -12,7 +12,7 @@ from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
 from optarena.ledger import Ledger, TrialRecord
 from optarena.runs import TrialConfig, TrialHook, rejudge, run_trial
-from optarena.tasks import Task
+from optarena.tasks import Task, load_task
 
 
 class FakeMeter(TrialHook):
@@ -101,6 +101,9 @@ def test_rejudge_notes_a_changed_task_and_refuses_unfinished_trials(
     def interrupt(task: Task, cand: Path, options: JudgeOptions) -> JudgeResult:
         raise KeyboardInterrupt
 
+    # loaded again: the old Task still carries the hash from before the edit, which the
+    # check before judging would (rightly) refuse as judge_tampered
+    task = load_task(task.root)
     config = TrialConfig(task=task, agent="command", agent_args={"command": "true"})
     with pytest.raises(KeyboardInterrupt):
         run_trial(config, ledger, judge_fn=interrupt)

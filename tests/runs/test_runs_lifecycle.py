@@ -73,9 +73,9 @@ def test_an_edit_outside_scope_rejects_even_when_hidden_from_the_agents_git(
 
 
 def test_a_hang_past_the_timeout_kills_the_tree_and_still_judges(
-    trial: Trial, agent: Agent, control: Callable[[str], Path], tmp_path: Path
+    trial: Trial, agent: Agent, control: Callable[[str], Path]
 ) -> None:
-    pids = tmp_path / "pids"
+    pids = '"$OPTARENA_LOGS_DIR/pids"'  # the logs directory is writable for the agent
     body = (
         f"cp {control('optimized')}/solution.py solution.py\n"
         f"sleep 300 & echo $! >> {pids}\n"  # a grandchild holding our stdout and stderr
@@ -87,7 +87,7 @@ def test_a_hang_past_the_timeout_kills_the_tree_and_still_judges(
     assert time.monotonic() - t0 < 20
     assert rec.agent_status == "timeout" and rec.verdict == "accepted"
     assert rec.agent_wall_s is not None and 1.5 <= rec.agent_wall_s < 10
-    grandchildren = [int(p) for p in pids.read_text().split()]
+    grandchildren = [int(p) for p in (Path(rec.workspace).parent / "logs/pids").read_text().split()]
     deadline = time.monotonic() + 5
     while any(_alive(p) for p in grandchildren) and time.monotonic() < deadline:
         time.sleep(0.05)

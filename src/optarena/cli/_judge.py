@@ -12,6 +12,7 @@ from optarena.cli._compare import BudgetOpt, EffectOpt
 from optarena.cli._render import judge_summary
 from optarena.cli._speed_view import metrics_view, progress_bar
 from optarena.judge import JudgeOptions, judge
+from optarena.judge._seal import verify_judge
 from optarena.tasks import resolve_task
 
 
@@ -40,6 +41,7 @@ def judge_cmd(
         from optarena.errors import OptarenaError
 
         raise OptarenaError(f"candidate directory '{candidate}' does not exist")
+    verify_judge()  # exit 2 (judge_tampered) when optarena's files differ from the install
     with progress_bar(err_console, not as_json, f"judging {candidate} on {t.id}") as progress:
         options = JudgeOptions(
             seed=seed,

@@ -114,11 +114,18 @@ def run_cmd(
     ] = None,
     no_measure: NoMeasureOpt = False,
     budget_s: BudgetOpt = None,
+    no_agent_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--no-agent-sandbox",
+            help="run the agent uncontained, as you (debugging only; recorded as such)",
+        ),
+    ] = False,
     ledger_dir: LedgerOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run an agent on a task in a fresh workspace; judge and record what it delivered.
-    Exit 0 accepted, 1 rejected, 2 bad input, 130 interrupted."""
+    Exit 0 accepted, 1 rejected, 2 bad input or a tampered judge, 130 interrupted."""
     name, args = _agent_and_args(agent, command, agent_arg or [])
     config = TrialConfig(
         task=resolve_task(task),
@@ -136,7 +143,13 @@ def run_cmd(
         overwrite=overwrite,
         measure=not no_measure,
         budget_s=budget_s,
+        agent_sandbox=not no_agent_sandbox,
     )
+    if no_agent_sandbox:
+        err_console.print(
+            "[yellow]warning:[/] --no-agent-sandbox: the agent can change the installed "
+            "judge, the ledger and other trials, and reach the network"
+        )
     with Ledger.open(ledger_dir) as ledger:
         view = PhaseView(err_console, f"{config.task.id} / {name}")
         try:

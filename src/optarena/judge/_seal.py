@@ -101,7 +101,7 @@ def verify_judge(task: Task | None = None, task_sha256: str | None = None) -> No
     began. Raises JudgeTamperedError otherwise. A few milliseconds (one hash of each tree)."""
     changes, reference = installation_changes()
     if task is not None and task_sha256 is not None and hash_tree(task.root) != task_sha256:
-        changes.append(f"task package {task.root}: changed since the trial began")
+        changes.append(f"task package {task.root}: differs from its hash when the trial began")
         reference = reference or "the task package as the trial began"
     if changes:
         raise JudgeTamperedError(changes, reference)

@@ -85,6 +85,7 @@ class Ledger:
         self.home = Path(home).absolute()
         self.home.mkdir(parents=True, exist_ok=True)
         self.db_path = self.home / DB_NAME
+        self.swept = 0  # processes of dead agents killed by the last reconcile
         self.store = ArtifactStore(self.home / ARTIFACTS_DIR)
         self._conn = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)
         self._conn.row_factory = sqlite3.Row
@@ -193,7 +194,11 @@ class Ledger:
 
     def reconcile(self) -> list[str]:
         """Mark `running` rows of this host whose optarena process is gone as interrupted
-        (a crash or kill -9 left them); returns their ids."""
+        (a crash or kill -9 left them), and kill what their agents left running (processes in
+        the cgroup or under the uid of a dead optarena's agent sandbox); returns their ids."""
+        from optarena.sandbox import sweep_agent_leftovers
+
+        self.swept = sweep_agent_leftovers()
         host = socket.gethostname()
         fixed = []
         rows = self._conn.execute("SELECT record FROM trials WHERE state = 'running'").fetchall()
@@ -204,6 +209,13 @@ class Ledger:
                 if self.mark_interrupted(r.id, msg):
                     fixed.append(r.id)
         return fixed
+
+    def workspaces(self) -> list[Path]:
+        """Every trial's workspace directory (what an agent must not see of other trials)."""
+        rows = self._conn.execute(
+            "SELECT DISTINCT json_extract(record, '$.workspace') AS ws FROM trials"
+        ).fetchall()
+        return [Path(r["ws"]) for r in rows if r["ws"]]
 
     def resolve_id(self, ref: str) -> str:
         """A full trial id from an id or a unique prefix of one."""

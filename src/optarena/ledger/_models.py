@@ -97,6 +97,18 @@ class TrialRecord(_Model):
     runtime: dict[str, Any] = Field(description="runtime fingerprint, with its own sha256")
     judge_sha256: str = Field(description="hash of the judge code")
     workspace: str = Field(description="the agent's workspace (kept after the trial)")
+    agent_sandbox: dict[str, Any] | None = Field(
+        default=None,
+        description="containment measures active for the agent's processes (enabled, user, "
+        "network, mounts, processes, cleanup, writable, hidden, setup_ms, teardown_ms, notes "
+        "on what was unavailable); enabled=false with a note for --no-agent-sandbox or a "
+        "runner that started no process; null until the agent phase ended",
+    )
+    outside_changes: list[str] = Field(
+        default_factory=list,
+        description="optarena or task-package files that differed from their reference "
+        "before judging (the trial is then not judged: judge_tampered)",
+    )
 
     agent_status: AgentStatus | None = None
     agent_exit_code: int | None = None

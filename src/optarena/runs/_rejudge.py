@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from optarena.errors import OptarenaError
+from optarena.judge._seal import verify_judge
 from optarena.ledger import Judgement, JudgeSettings, Ledger, TrialRecord
 from optarena.runs._judging import JudgeFn, judge_delivery
 from optarena.tasks import Task, load_task, resolve_task
@@ -36,6 +37,7 @@ def rejudge(
     if record.state != "complete" or cand is None:
         raise OptarenaError(f"trial {record.id} is {record.state}: no delivered candidate to judge")
     task = _task_of(record)
+    verify_judge()  # the installation as installed; a changed task is noted below
     notes = []
     if task.sha256 != record.task.sha256:
         notes.append(

@@ -6,6 +6,12 @@ error) when anything stops the trial, including Ctrl-C and SIGTERM. A `kill -9` 
 `running` until the next `Ledger.open`, which finds its process gone and marks it interrupted.
 The agent's status and the judge's verdict are separate: a timed-out or crashed agent's
 delivered files are judged like any other.
+
+The agent runs in an agent sandbox (`optarena.sandbox.AgentSandbox`) that hides the ledger
+directory and other trials' workspaces and lets it write only its workspace and private
+homes; what was active is the record's `agent_sandbox`. Before judging, optarena's own files
+and the task package are checked against their references (`judge._seal.verify_judge`): a
+difference is recorded (`outside_changes`, reason `judge_tampered`) and nothing is judged.
 """
 
 from __future__ import annotations
@@ -28,11 +34,13 @@ from optarena.agents import (
     AgentOutcome,
     AgentRunner,
     RunContext,
+    SandboxSpec,
     create_runner,
     runner_ref,
 )
 from optarena.errors import OptarenaError
-from optarena.identity import judge_sha256, runtime_fingerprint
+from optarena.identity import code_references, judge_sha256, runtime_fingerprint
+from optarena.judge._seal import JudgeTamperedError, verify_judge
 from optarena.ledger import (
     AgentInfo,
     Judgement,
@@ -53,6 +61,7 @@ from optarena.runs._workspace import (
     init_repos,
     write_starter,
 )
+from optarena.sandbox import AgentSandboxPolicy
 from optarena.tasks import Task, unmet_requirements
 
 Progress = Callable[[str, str, str], None]  # (phase, "start" | "end" | "info", message)
@@ -71,6 +80,7 @@ class TrialConfig:
     overwrite: bool = False
     measure: bool = True
     budget_s: float | None = None
+    agent_sandbox: bool = True  # False: --no-agent-sandbox (debugging; recorded as such)
 
 
 class TrialHook:
@@ -181,6 +191,7 @@ def run_trial(
     unmet = unmet_requirements(config.task.spec.requirements)
     if unmet:
         raise OptarenaError(f"task {config.task.id} cannot run here: {'; '.join(unmet)}")
+    code_references()  # the reference judging checks against, fixed before any agent runs
     runner = runner or create_runner(config.agent, config.agent_args)
     runner.check_available()
     trial_id = new_trial_id()
@@ -221,11 +232,18 @@ def _execute(
     with phases("agent") as note:
         outcome = _run_agent(runner, record, workspace, logs_dir, prompt, config, ledger, hooks)
         note["message"] = f"{outcome.status}: {outcome.detail}"
+    record = record.model_copy(update={"agent_sandbox": _sandbox_record(config, runner, outcome)})
     with phases("capture") as note:
         delivery = capture(task, workspace, shadow, baseline, work / "candidate")
         artifacts = _store_delivery(ledger, delivery, work / "candidate", logs_dir, outcome)
         note["message"] = _describe(delivery)
     with phases("judge") as note:
+        try:
+            verify_judge(task, record.task.sha256)
+        except JudgeTamperedError as e:
+            refused = _final_record(record, outcome, delivery, None, baseline, artifacts, phases)
+            ledger.finish_trial(_refused(refused, e))
+            raise
         judgement = judge_delivery(
             task,
             work / "candidate",
@@ -253,7 +271,14 @@ def _run_agent(
     ledger: Ledger,
     hooks: Sequence[TrialHook],
 ) -> AgentOutcome:
-    context = RunContext(record.id, record.task.id, workspace, logs_dir, ledger=ledger)
+    context = RunContext(
+        record.id,
+        record.task.id,
+        workspace,
+        logs_dir,
+        ledger=ledger,
+        sandbox=_sandbox_spec(config, ledger, workspace, logs_dir.parent),
+    )
     for hook in hooks:
         hook.before_agent(context)
     runner.prepare(context)
@@ -261,6 +286,47 @@ def _run_agent(
     for hook in hooks:
         outcome = hook.after_agent(context, outcome)
     return outcome
+
+
+def _sandbox_spec(config: TrialConfig, ledger: Ledger, workspace: Path, work: Path) -> SandboxSpec:
+    """Hide the ledger directory (database, artifacts, every trial's work directory) and every
+    other trial's workspace; give the agent a private HOME in its work directory."""
+    if not config.agent_sandbox:
+        return SandboxSpec(policy=AgentSandboxPolicy.off())
+    mine = workspace.resolve()
+    others = [w for w in ledger.workspaces() if w.is_dir() and w.resolve() != mine]
+    return SandboxSpec(hidden=(ledger.home, *others), home=work / "home")
+
+
+def _sandbox_record(
+    config: TrialConfig, runner: AgentRunner, outcome: AgentOutcome
+) -> dict[str, Any]:
+    """`agent_sandbox` of the record: the sandbox's own report, or why there was none."""
+    if outcome.sandbox is not None:
+        return outcome.sandbox
+    if not config.agent_sandbox:
+        why = (
+            f"--no-agent-sandbox: the agent ran as uid {os.getuid()} with everything that user "
+            "may do (the installed judge, the ledger, other trials, the network)"
+        )
+    elif not runner.is_agent:
+        why = f"{runner.label}: no agent process was started"
+    else:
+        why = f"runner {runner.label} started no process in the agent sandbox"
+    return {"enabled": False, "notes": [why]}
+
+
+def _refused(record: TrialRecord, error: JudgeTamperedError) -> TrialRecord:
+    """The trial as recorded when the judge refused to judge: no verdict, what changed."""
+    update = {
+        "state": "interrupted",
+        "verdict": None,
+        "error": str(error),
+        "reason_codes": [error.code],
+        "reasons": [str(error)],
+        "outside_changes": error.changes,
+    }
+    return TrialRecord.model_validate(record.model_copy(update=update).model_dump())
 
 
 def _describe(delivery: Delivery) -> str:
@@ -295,7 +361,7 @@ def _final_record(
     record: TrialRecord,
     outcome: AgentOutcome,
     delivery: Delivery,
-    judgement: Judgement,
+    judgement: Judgement | None,
     baseline: str,
     artifacts: dict[str, str],
     phases: _Phases,
@@ -312,17 +378,20 @@ def _final_record(
         "agent_wall_s": outcome.wall_s,
         "agent_cpu_s": outcome.cpu_s,
         "baseline_commit": baseline,
-        "candidate_sha256": judgement.candidate_sha256,
         "changed": delivery.changed,
         "out_of_scope": delivery.out_of_scope,
-        "verdict": judgement.verdict,
-        "reasons": judgement.reasons,
-        "reason_codes": judgement.reason_codes,
-        "metrics": judgement.metrics,
         "phases_s": dict(phases.times),
-        "artifacts": {**artifacts, "judge": judgement.judge_json}
-        if judgement.judge_json
-        else artifacts,
+        "artifacts": artifacts,
     }
+    if judgement is not None:
+        update |= {
+            "candidate_sha256": judgement.candidate_sha256,
+            "verdict": judgement.verdict,
+            "reasons": judgement.reasons,
+            "reason_codes": judgement.reason_codes,
+            "metrics": judgement.metrics,
+        }
+        if judgement.judge_json:
+            update["artifacts"] = {**artifacts, "judge": judgement.judge_json}
     # model_copy does not validate; the round trip through plain data does.
     return TrialRecord.model_validate(record.model_copy(update=update).model_dump())
