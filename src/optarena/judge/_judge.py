@@ -6,6 +6,7 @@ import secrets
 import shutil
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,11 +18,13 @@ from optarena.identity import judge_sha256, runtime_fingerprint
 from optarena.judge._checks import fail
 from optarena.judge._correctness import Recorder, run_correctness
 from optarena.judge._instructions import count_instructions
-from optarena.judge._result import CandidateRef, JudgeRef, JudgeResult, TaskRef
+from optarena.judge._result import CandidateRef, Check, JudgeRef, JudgeResult, TaskRef
 from optarena.judge._seal import broken, judge_code_files, take_seal
 from optarena.judge._speed import SpeedOptions, SpeedResult, measure_candidate
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task, unmet_requirements
+
+JUDGE_ERROR = "judge_error"  # reason code: the judge itself failed (see `judge`)
 
 
 def _now() -> str:
@@ -76,8 +79,19 @@ def _measure(
     return measure_candidate(task, private, tmp / "speed", opts, count)
 
 
+# The judge's message in a `judge_error` check: enough to file a bug, bounded in size.
+_ERROR_MESSAGE_CHARS = 500
+_TRACEBACK_TAIL_CHARS = 1500
+
+
 def judge(task: Task, candidate_dir: Path, options: JudgeOptions | None = None) -> JudgeResult:
-    """Correctness of the candidate's editable files on fresh inputs; reasons for every failure."""
+    """Correctness of the candidate's editable files on fresh inputs; reasons for every failure.
+
+    Bad input from the user (no such directory, a task this machine cannot run, bad options)
+    raises OptarenaError. Anything else that goes wrong while judging, whether a bug in optarena
+    or a state the candidate provoked, ends in a recorded rejection with reason `judge_error`
+    and the judge's message: a candidate must never turn its judgement into a crash without a
+    verdict (nor, of course, into an acceptance). KeyboardInterrupt still interrupts."""
     options = options or JudgeOptions()
     candidate_dir = Path(candidate_dir)
     if not candidate_dir.is_dir():
@@ -87,6 +101,18 @@ def judge(task: Task, candidate_dir: Path, options: JudgeOptions | None = None) 
         raise OptarenaError(f"task {task.id} cannot be judged on this machine: {'; '.join(unmet)}")
     seed = new_seed() if options.seed is None else options.seed
     started, t0 = _now(), time.monotonic()
+    try:
+        return _judge(task, candidate_dir, options, seed, started, t0)
+    except OptarenaError:
+        raise
+    except Exception as e:  # not BaseException: KeyboardInterrupt and SystemExit propagate
+        return _judge_error(task, candidate_dir, seed, started, t0, e)
+
+
+def _judge(
+    task: Task, candidate_dir: Path, options: JudgeOptions, seed: int, started: str, t0: float
+) -> JudgeResult:
+    """The judgement proper; `judge` turns any unexpected exception from here into a verdict."""
     deadline = t0 + task.spec.limits.total_timeout_s
     code_files = judge_code_files()
     seal = take_seal(task, code_files)
@@ -142,3 +168,48 @@ def judge(task: Task, candidate_dir: Path, options: JudgeOptions | None = None) 
         started_at=started,
         finished_at=_now(),
     )
+
+
+def _judge_error(
+    task: Task, candidate_dir: Path, seed: int, started: str, t0: float, error: Exception
+) -> JudgeResult:
+    """A rejection recording the judge's own failure, built only from what is still known.
+
+    Deliberately independent of the correctness machinery (Recorder), which may be what
+    failed; the candidate's hash and files are computed again and left empty if that fails
+    too, so that this path itself only depends on the task and the judge's identity."""
+    message = _bounded(f"{type(error).__name__}: {_safe_str(error)}", _ERROR_MESSAGE_CHARS)
+    tail = "".join(traceback.format_exception(error))[-_TRACEBACK_TAIL_CHARS:]
+    detail = f"the judge failed while judging: {message}; traceback (last lines): {tail}"
+    try:
+        cand_sha, files = task.candidate_sha256(candidate_dir), task.editable_files(candidate_dir)
+    except Exception:  # the candidate directory may be what broke the judgement
+        cand_sha, files = "", []
+    return JudgeResult(
+        task=TaskRef(id=task.id, version=task.spec.version, sha256=task.sha256),
+        judge=JudgeRef(version=__version__, sha256=judge_sha256()),
+        candidate=CandidateRef(sha256=cand_sha, files=files, path=str(candidate_dir.resolve())),
+        runtime=runtime_fingerprint(),
+        seed=seed,
+        verdict="rejected",
+        checks=[Check(name="judge", workload=None, passed=False, detail=detail, code=JUDGE_ERROR)],
+        reasons=[f"{JUDGE_ERROR}: {detail}"],
+        reason_codes=[JUDGE_ERROR],
+        metrics=None,
+        limits=task.spec.limits.model_dump(),
+        integrity={"status": "unknown"},
+        timings_s={"until_error": round(time.monotonic() - t0, 4)},
+        started_at=started,
+        finished_at=_now(),
+    )
+
+
+def _safe_str(error: BaseException) -> str:
+    try:
+        return str(error)
+    except Exception:
+        return "(the exception's message could not be formatted)"
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
