@@ -197,7 +197,7 @@ def test_freeze_stops_a_forking_busy_tree_and_thaw_resumes_it(tmp_path: Path, mo
         assert len(w.sb.members()) > 3
         w.sb.thaw()
         grown, _ = _members_frozen_cpu(w.sb, 0.3)
-        assert grown > 100 * MS  # control: the same tree, thawed, burns CPU again
+        assert grown > 30 * MS  # control: the same tree, thawed, burns CPU again
         for _ in range(5):  # repeated cycles stay exact
             w.sb.freeze()
             grown, changed = _members_frozen_cpu(w.sb, 0.05)
@@ -258,9 +258,9 @@ def test_each_cgroup_version_counts_and_freezes(tmp_path: Path, version: int) ->
             cg.thaw()
             time.sleep(0.01)
         c = cg.cpu_ns()
-        time.sleep(0.1)
+        time.sleep(0.2)
         d = cg.cpu_ns()
-        assert c is not None and d is not None and d - c > 50 * MS
+        assert c is not None and d is not None and d - c > 20 * MS  # control: thawed, it runs
         assert cg.procs() == {proc.pid}
     finally:
         cg.remove()

@@ -111,6 +111,7 @@ def test_the_network_check_can_see_a_connection(tmp_path: Path, listener: socket
 @needs_root
 @needs_mounts
 def test_dedicated_uid_cannot_touch_the_judge(tmp_path: Path) -> None:
+    """The uid alone (no PID namespace, which would hide the judge anyway)."""
     judge_file = tmp_path / "result.json"
     judge_file.write_text("{}")
     judge_file.chmod(0o644)
@@ -120,8 +121,8 @@ def test_dedicated_uid_cannot_touch_the_judge(tmp_path: Path) -> None:
         import os
         print("uid", os.getuid())
         for what, act in [("write", lambda: open({str(judge_file)!r}, "a")),
-                          ("signal", lambda: os.kill(os.getppid(), 0)),
-                          ("memory", lambda: open(f"/proc/{{os.getppid()}}/mem", "rb")),
+                          ("signal", lambda: os.kill({os.getpid()}, 0)),
+                          ("memory", lambda: open("/proc/{os.getpid()}/mem", "rb")),
                           ("workdir", lambda: open("mine.txt", "w"))]:
             try:
                 act()
@@ -129,6 +130,7 @@ def test_dedicated_uid_cannot_touch_the_judge(tmp_path: Path) -> None:
             except OSError as e:
                 print(what, "denied", e.errno)
     """,
+        SandboxPolicy(pid=False),
     )
     lines = dict(line.split(" ", 1) for line in out.splitlines())
     assert int(lines["uid"]) >= 1_500_000
@@ -229,7 +231,7 @@ def test_an_orphan_of_a_dead_worker_is_found_by_its_namespace(tmp_path: Path) ->
     tree, and only namespace membership still ties it to the sandbox."""
     work = tmp_path / "w"
     work.mkdir()
-    sb = Sandbox(work, LIMITS, SandboxPolicy(user=False, mounts=False, cgroup=False))
+    sb = Sandbox(work, LIMITS, SandboxPolicy(user=False, mounts=False, cgroup=False, pid=False))
     code = DAEMON.replace("time.sleep(60)\n", "").replace(
         'print("daemon started", flush=True)', "os._exit(0)"
     )
@@ -244,6 +246,43 @@ def test_an_orphan_of_a_dead_worker_is_found_by_its_namespace(tmp_path: Path) ->
     finally:
         sb.close()
     assert _marked() == []
+
+
+def test_an_orphan_dies_with_its_worker_in_a_pid_namespace(tmp_path: Path) -> None:
+    """No cgroup, no uid: a detached daemon of a worker that exits is killed by the kernel
+    with the namespace (the test above, without the namespace, shows that it survives)."""
+    if CAPS.pidns is not None:
+        pytest.skip(f"no PID namespace: {CAPS.pidns}")
+    work = tmp_path / "w"
+    work.mkdir()
+    sb = Sandbox(work, LIMITS, SandboxPolicy(user=False, mounts=False, cgroup=False))
+    wait_for_it = f"""
+    def running():
+        for n in os.listdir("/proc"):
+            try:
+                cmd = open(f"/proc/{{n}}/cmdline", "rb").read() if n.isdigit() else b""
+                if ({SPELLED}).encode() in cmd:
+                    return True
+            except OSError:
+                pass
+    while not running():
+        time.sleep(0.01)
+    print("daemon running", flush=True)
+    os._exit(0)
+"""
+    code = DAEMON.replace('    print("daemon started", flush=True)\n    time.sleep(60)\n', "")
+    code = textwrap.dedent(code) + textwrap.dedent(wait_for_it)
+    log = tmp_path / "log"
+    try:
+        with open(log, "wb") as f:
+            proc = sb.spawn([sys.executable, "-I", "-c", code], env={}, stdout=f, stderr=f)
+        proc.wait(timeout=20)
+        assert log.read_text() == "daemon running\n"
+        time.sleep(0.2)
+        assert _marked() == []
+        assert sb.report()["pid"] == "namespace"
+    finally:
+        sb.close()
 
 
 def test_kill_tree_reaches_a_setsid_child_of_a_live_parent(tmp_path: Path) -> None:

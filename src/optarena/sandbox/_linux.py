@@ -13,16 +13,29 @@ import os
 import sys
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
+MS_NOEXEC = 8
 MS_REMOUNT = 32
+MS_NOATIME = 1024
+MS_NODIRATIME = 2048
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+MS_RELATIME = 1 << 21
+
+# mount_setattr(2) (Linux >= 5.12): change flags of a whole mount tree in one call.
+AT_RECURSIVE = 0x8000
+MOUNT_ATTR_RDONLY = 0x1
+# Syscall numbers from the table shared by all architectures since Linux 5.1.
+SYS_CLOSE_RANGE = 436
+SYS_MOUNT_SETATTR = 442
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -40,6 +53,7 @@ if sys.platform.startswith("linux"):
         ctypes.c_char_p,
     ]
     _libc.unshare.argtypes = [ctypes.c_int]
+    _libc.syscall.restype = ctypes.c_long
     _libc.prctl.argtypes = [
         ctypes.c_int,
         ctypes.c_ulong,
@@ -85,3 +99,55 @@ def prctl(option: int, arg: int) -> None:
     if _libc is None:
         raise OSError(38, "prctl: not Linux")
     _check(_libc.prctl(option, arg, 0, 0, 0), f"prctl({option})")
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = (
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    )
+
+
+def mount_setattr(path: str, *, set_flags: int = 0, clear: int = 0, recursive: bool) -> None:
+    """Set/clear MOUNT_ATTR_* flags on the mount at `path` (and all below it if recursive).
+
+    Unlike a remount it leaves every other flag alone, so it works on mounts whose nosuid or
+    nodev are locked (inherited into a user namespace). ENOSYS before Linux 5.12."""
+    if _libc is None:
+        raise OSError(38, "mount_setattr: not Linux")
+    attr = _MountAttr(set_flags, clear, 0, 0)
+    flags = AT_RECURSIVE if recursive else 0
+    result = _libc.syscall(
+        ctypes.c_long(SYS_MOUNT_SETATTR),
+        ctypes.c_int(-100),  # AT_FDCWD
+        ctypes.c_char_p(path.encode()),
+        ctypes.c_uint(flags),
+        ctypes.byref(attr),
+        ctypes.c_size_t(ctypes.sizeof(attr)),
+    )
+    _check(0 if result == 0 else -1, f"mount_setattr {path}")
+
+
+def close_fds_except(keep: set[int], ceiling: int) -> None:
+    """Close every descriptor but `keep`: close_range(2) where the kernel has it (no limit on
+    how high a descriptor may be), otherwise one close per number below `ceiling`."""
+    edges = sorted(k for k in keep if k >= 0)
+    start = 0
+    for k in [*edges, None]:
+        last = (k - 1) if k is not None else 0xFFFFFFFF
+        if last >= start:
+            done = False
+            if _libc is not None:
+                r = _libc.syscall(
+                    ctypes.c_long(SYS_CLOSE_RANGE),
+                    ctypes.c_uint(start),
+                    ctypes.c_uint(last),
+                    ctypes.c_uint(0),
+                )
+                done = r == 0
+            if not done:
+                os.closerange(start, min(last, ceiling) + 1)
+        if k is not None:
+            start = k + 1

@@ -1,5 +1,9 @@
 """A private view of the filesystem for the worker, built in its own mount namespace.
 
+After the masks, `readonly_root` makes every mount read-only except the worker's working
+directory and its scratch tmpfs, so nothing the candidate writes outlives it anywhere else;
+`mount_proc` gives it a /proc that shows only its own PID namespace.
+
 Three jobs, one primitive. A *mask* mounts an empty tmpfs over a directory and binds back, at
 their old places, only the paths under it that the worker needs. It is used to
 
@@ -15,6 +19,7 @@ their old places, only the paths under it that the worker needs. It is used to
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterable, Sequence
@@ -23,6 +28,9 @@ from dataclasses import dataclass
 from optarena.sandbox import _linux
 
 SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+# A worker's root filesystem is read-only: every directory programs expect to write becomes
+# private scratch (`/run/lock` too: world-writable on most distributions, and persistent).
+WORKER_SCRATCH = (*SCRATCH_DIRS, "/run/lock")
 
 
 @dataclass(frozen=True)
@@ -132,3 +140,72 @@ def apply_masks(masks: Sequence[Mask], scratch_mb: int) -> None:
             os.close(fd)
         if not m.scratch:
             _linux.mount(None, m.path, None, _linux.MS_REMOUNT | _linux.MS_RDONLY | flags)
+
+
+_MOUNT_FLAGS = {
+    "nosuid": _linux.MS_NOSUID,
+    "nodev": _linux.MS_NODEV,
+    "noexec": _linux.MS_NOEXEC,
+    "noatime": _linux.MS_NOATIME,
+    "nodiratime": _linux.MS_NODIRATIME,
+    "relatime": _linux.MS_RELATIME,
+}
+
+
+def _unescape(field: str) -> str:
+    """mountinfo writes space, tab, newline and backslash in paths as octal escapes."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+def _mounts_with_flags() -> list[tuple[str, int]]:
+    """(mount point, per-mount MS_* flags) of every mount in this namespace, outermost first."""
+    out: list[tuple[str, int]] = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            flags = 0
+            for opt in fields[5].split(","):
+                flags |= _MOUNT_FLAGS.get(opt, 0)
+            out.append((_unescape(fields[4]), flags))
+    return out
+
+
+def _remount_each(readonly: bool, only: Sequence[str] | None = None) -> None:
+    """The fallback before mount_setattr(2): remount mount by mount, keeping each one's other
+    flags (a remount that dropped a locked nosuid would fail in a user namespace)."""
+    for path, flags in _mounts_with_flags():
+        if only is not None and path not in only:
+            continue
+        ro = _linux.MS_RDONLY if readonly else 0
+        _linux.mount(None, path, None, _linux.MS_BIND | _linux.MS_REMOUNT | flags | ro)
+
+
+def readonly_root(writable: Sequence[str]) -> None:
+    """In the child, after the masks: every mount read-only except the `writable` directories
+    (the working directory, bound onto itself so it is a mount of its own, and the scratch
+    tmpfs mounts). Covers mounts below the root too (/dev, /sys, /run ...), not only '/'."""
+    for path in writable:
+        if not _is_mount_point(path):
+            _linux.mount(path, path, None, _linux.MS_BIND | _linux.MS_REC)
+    try:
+        _linux.mount_setattr("/", set_flags=_linux.MOUNT_ATTR_RDONLY, recursive=True)
+        for path in writable:
+            _linux.mount_setattr(path, clear=_linux.MOUNT_ATTR_RDONLY, recursive=False)
+    except OSError as e:
+        if e.errno not in (errno.ENOSYS, errno.EINVAL):
+            raise
+        _remount_each(readonly=True)
+        _remount_each(readonly=False, only=writable)
+
+
+def _is_mount_point(path: str) -> bool:
+    return any(p == path for p, _ in _mounts_with_flags())
+
+
+def mount_proc() -> None:
+    """In the worker, inside its PID namespace: a fresh procfs over /proc, listing only the
+    namespace's processes (the judge, the other arm and every other process disappear)."""
+    flags = _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC
+    _linux.mount("proc", "/proc", "proc", flags)

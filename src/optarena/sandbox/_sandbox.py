@@ -5,48 +5,53 @@ Measures (each used where the kernel and our privileges allow it, and reported e
 - **network**: a new network namespace with nothing in it (not even a working loopback);
 - **user**: when the judge is root, a dedicated unprivileged uid per worker, so the candidate
   cannot signal, ptrace or write into the judge, its files or its results;
-- **mounts**: a private mount namespace hiding the task package and giving private scratch
-  directories (see `_mounts`);
-- **cgroup**: a pids cgroup with `pids.max` = the task's process limit, which also lists every
-  process the candidate started, however detached, for cleanup;
+- **mounts**: a private mount namespace hiding the task package (and the host's cgroup tree)
+  and giving private, size-limited scratch directories (see `_mounts`);
+- **filesystem**: inside it, every mount read-only except the working directory and scratch,
+  so nothing the candidate writes outlives it anywhere else;
+- **pid**: a PID namespace with its own /proc: the worker sees and can signal only its own
+  processes, never the other arm, the judge or anything else on the machine, and everything
+  in it dies with the worker (see `_child`);
+- **ipc**: an IPC namespace: SysV shared memory, semaphores, message queues and POSIX message
+  queues are private and vanish with the worker;
+- **cgroup**: per-worker cgroups (see `_cgroup`): `pids.max` = the task's process limit and a
+  complete list of every process the candidate started, however detached; the kernel's CPU
+  count of the whole tree (`cpu_ns`); a freezer (`freeze`/`thaw`); a memory limit that counts
+  tmpfs pages, which the address-space rlimit does not;
+- **leftovers**: when the lease of the dedicated uid ends, whatever it still owns (files in
+  world-writable directories, SysV objects, POSIX queues) is removed (see `_leftovers`);
 - always: rlimits, a new session, no-new-privileges, parent-death signal, and the worker as
   child subreaper so orphaned grandchildren stay in its tree.
 
-Without root the network and mount namespaces come from an unprivileged user namespace, if
-the kernel permits one; the uid cannot change, so the worker could still reach the judge's
-files and processes: the report then says `user: same` and the guarantees document says what
-that means.
+Without root the namespaces come from an unprivileged user namespace, if the kernel permits
+one; the uid cannot change, so the worker could still reach the judge's files: the report then
+says `user: same` and the guarantees document says what that means.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import resource
-import shutil
-import signal
-import site
 import subprocess
-import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from functools import cache
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
 from optarena.sandbox import _linux
-from optarena.sandbox._cgroup import (
-    FEATURES,
-    Layout,
-    WorkerCgroups,
-    attach_self,
-    find_hierarchies,
-    plan_layout,
-    sweep_stale,
+from optarena.sandbox._cgroup import FEATURES, WorkerCgroups
+from optarena.sandbox._child import ChildPlan, child_setup
+from optarena.sandbox._leftovers import (
+    WRITABLE_ROOTS,
+    remove_files_of,
+    remove_mqueues_of,
+    remove_sysv_of,
 )
-from optarena.sandbox._mounts import Mask, apply_masks, blockers, plan_masks
+from optarena.sandbox._mounts import WORKER_SCRATCH, Mask, blockers, plan_masks
+from optarena.sandbox._probe import Capabilities, interpreter_paths, probe
 from optarena.sandbox._process import MiB, ResourceLimits, kill_tree, spawn
 from optarena.sandbox._tree import (
+    children_of,
     continue_all,
     descendants,
     is_zombie,
@@ -57,10 +62,17 @@ from optarena.sandbox._tree import (
 )
 from optarena.sandbox._uids import UidLease, lease_uid
 
+__all__ = ["Capabilities", "Sandbox", "SandboxPolicy", "interpreter_paths", "probe"]
+
+# Host paths a worker has no business seeing: the cgroup tree shows every other sandbox's
+# CPU use and membership, /dev/mqueue the judge's own message queues.
+_HOST_ONLY = ("/sys/fs/cgroup", "/dev/mqueue")
+
 
 @dataclass(frozen=True)
 class SandboxPolicy:
-    """Which measures to use where available. `none()` exists to measure what isolation costs."""
+    """Which measures to use where available. `none()` exists to measure what isolation costs
+    and, in tests, to show that each attack works once its measure is off."""
 
     network: bool = True
     user: bool = True
@@ -70,167 +82,14 @@ class SandboxPolicy:
     cpu_accounting: bool = True  # the kernel's CPU count of the worker's cgroup (`cpu_ns`)
     freezer: bool = True  # freeze with the cgroup freezer (False: SIGSTOP every member)
     memory: bool = True  # a memory cgroup limit (tmpfs pages included) = the address-space limit
+    pid: bool = True  # a PID namespace with its own /proc
+    ipc: bool = True  # an IPC namespace (SysV objects and POSIX queues private to the worker)
+    readonly_root: bool = True  # every mount read-only but the workdir and scratch
+    sweep: bool = True  # remove what the uid owns when its lease ends
 
     @classmethod
     def none(cls) -> SandboxPolicy:
-        return cls(
-            network=False,
-            user=False,
-            mounts=False,
-            cgroup=False,
-            guard=False,
-            cpu_accounting=False,
-            freezer=False,
-            memory=False,
-        )
-
-
-@dataclass(frozen=True)
-class ChildPlan:
-    """Everything the child does between fork and exec, decided in the parent."""
-
-    workdir: str
-    unshare_flags: int = 0
-    userns_ids: tuple[int, int] | None = None  # (uid, gid) to map to themselves
-    masks: tuple[Mask, ...] = ()
-    scratch_mb: int = 64
-    cgroup_procs: tuple[str, ...] = ()
-    uid: int | None = None
-    nproc: int | None = None  # RLIMIT_NPROC, set after unshare (a new user namespace's limit
-    # is captured from the creator's at creation, so set before it would cap the whole user)
-    err_fd: int = -1
-
-
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
-def _child_setup(plan: ChildPlan) -> None:
-    """Runs in the forked child. Order matters: join the cgroup and build namespaces while
-    privileged, then drop the uid, then set what a uid change would clear (pdeathsig)."""
-    try:
-        attach_self(plan.cgroup_procs)
-        if plan.unshare_flags:
-            _linux.unshare(plan.unshare_flags)
-        if plan.userns_ids is not None:
-            uid, gid = plan.userns_ids
-            _write("/proc/self/setgroups", "deny")
-            _write("/proc/self/uid_map", f"{uid} {uid} 1")
-            _write("/proc/self/gid_map", f"{gid} {gid} 1")
-        if plan.unshare_flags & _linux.CLONE_NEWNS:
-            apply_masks(plan.masks, plan.scratch_mb)
-        os.chdir(plan.workdir)
-        if plan.nproc is not None:
-            resource.setrlimit(resource.RLIMIT_NPROC, (plan.nproc, plan.nproc))
-        if plan.uid is not None:
-            os.setgroups([])
-            os.setgid(plan.uid)
-            os.setuid(plan.uid)
-        _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
-        _linux.prctl(_linux.PR_SET_CHILD_SUBREAPER, 1)
-        _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
-    except BaseException as e:
-        if plan.err_fd >= 0:
-            with contextlib.suppress(OSError):
-                os.write(plan.err_fd, f"{type(e).__name__}: {e}".encode()[:500])
-        raise
-
-
-def _true_binary() -> str:
-    return shutil.which("true") or "/bin/true"
-
-
-def _try_child(plan: ChildPlan) -> str | None:
-    """Run `true` with this plan; None if it worked, else why not."""
-    r, w = os.pipe()
-    try:
-        subprocess.run(
-            [_true_binary()],
-            preexec_fn=lambda: _child_setup(replace(plan, err_fd=w)),
-            check=True,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=10,
-        )
-        return None
-    except (OSError, subprocess.SubprocessError) as e:
-        os.close(w)
-        w = -1
-        detail = os.read(r, 500).decode(errors="replace")
-        return detail or str(e)
-    finally:
-        os.close(r)
-        if w >= 0:
-            os.close(w)
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What this machine lets us use; each value is None (usable) or the reason it is not."""
-
-    root: bool
-    netns: str | None
-    mountns: str | None
-    cgroup: str | None  # the pids feature (process limit and complete membership)
-    cgroup_base: Path | None = field(default=None, compare=False)  # where pids cgroups go
-    cgroups: Layout = field(default_factory=Layout, compare=False)  # every cgroup feature
-
-
-def _probe_cgroups() -> Layout:
-    """Which cgroup features work here: each is created, and joined by a throwaway child."""
-    found, notes = find_hierarchies()
-    sweep_stale(h.base for h in found)
-    layout = plan_layout(found, FEATURES, "; ".join(notes))
-    chosen, why_not = dict(layout.chosen), dict(layout.why_not)
-    for feature in list(chosen):
-        try:
-            trial = WorkerCgroups(layout.only([feature]), max_pids=8, memory_bytes=256 << 20)
-        except OSError as e:
-            why_not[feature] = f"cannot create a cgroup: {e}"
-            del chosen[feature]
-            continue
-        try:
-            failed = _try_child(ChildPlan("/", cgroup_procs=trial.procs_files))
-        finally:
-            trial.remove()
-        if failed is not None:
-            why_not[feature] = f"cannot join a cgroup: {failed}"
-            del chosen[feature]
-    return Layout(chosen, why_not)
-
-
-@cache
-def probe() -> Capabilities:
-    """Try each measure once per process, in a throwaway child."""
-    root = os.geteuid() == 0
-    if not _linux.available():
-        why = "not Linux"
-        return Capabilities(root, why, why, why)
-    ids = None if root else (os.getuid(), os.getgid())
-    user_flag = 0 if root else _linux.CLONE_NEWUSER
-    # "/" rather than the caller's cwd: a cwd under /tmp (a CI checkout) vanishes behind the
-    # probe's /tmp mask, which would make mount namespaces look unavailable when they are not.
-    cwd = "/"
-    netns = _try_child(ChildPlan(cwd, user_flag | _linux.CLONE_NEWNET, ids))
-    mnt_plan = ChildPlan(cwd, user_flag | _linux.CLONE_NEWNS, ids, masks=(Mask("/tmp", (), True),))
-    mountns = _try_child(mnt_plan)
-    layout = _probe_cgroups()
-    pids = layout.chosen.get("pids")
-    cgroup = layout.why_not.get("pids") if pids is None else None
-    return Capabilities(root, netns, mountns, cgroup, pids.base if pids else None, layout)
-
-
-def interpreter_paths() -> list[str]:
-    """What a worker interpreter reads: prefixes, the real executable's directory, packages."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    paths.add(os.path.dirname(os.path.realpath(sys.executable)))
-    paths.update(site.getsitepackages())
-    return sorted(os.path.realpath(p) for p in paths if os.path.exists(p))
+        return cls(**{name: False for name in cls.__dataclass_fields__})
 
 
 def _chown_tree(root: Path, uid: int) -> None:
@@ -239,6 +98,14 @@ def _chown_tree(root: Path, uid: int) -> None:
             os.lchown(os.path.join(dirpath, name), uid, uid)
     os.chown(root, uid, uid)
     os.chmod(root, 0o700)
+
+
+def _fd_ceiling() -> int:
+    """Above the highest descriptor open now (for the helpers' close loop without close_range)."""
+    try:
+        return max(int(n) for n in os.listdir("/proc/self/fd")) + 256
+    except (OSError, ValueError):
+        return 65536
 
 
 class Sandbox:
@@ -264,12 +131,17 @@ class Sandbox:
         self.proc: subprocess.Popen[bytes] | None = None
         self.lease: UidLease | None = None
         self.cgroup: WorkerCgroups | None = None
-        self._stopped: set[int] = set()  # what the SIGSTOP fallback stopped, to continue
-        self._frozen = False
         self.notes: list[str] = []
         self.measures: dict[str, str] = {}
         self.userns = False
         self.namespace: tuple[str, str] | None = None  # (kind, id) shared by all its processes
+        self._helpers: set[int] = set()  # holder and init of the PID namespace (ours, not its)
+        self._worker: int | None = None
+        self._contained = False  # nothing it writes can outlive it (see `_sweep`)
+        self._stopped: set[int] = set()  # what the SIGSTOP fallback stopped, to continue
+        self._frozen = False
+        self._sources: tuple[str | None, str | None] = (None, None)  # cpu, freezer (kept
+        # after close, for the report)
 
     # -- starting ---------------------------------------------------------------------------
 
@@ -296,6 +168,8 @@ class Sandbox:
             self.measures["user"] = "same"
             self.notes.append(f"user: no uid lease ({e})")
             return
+        if self.lease.was_dirty and self.policy.sweep:
+            self._sweep(everything=True)  # a judge died before its sweep: do it first
         _chown_tree(self.workdir, self.lease.uid)
         self.measures["user"] = f"uid {self.lease.uid}"
 
@@ -336,7 +210,8 @@ class Sandbox:
         else:
             self.measures["cgroup"] = "no pids controller"
         if "memory" in layout.chosen:
-            self.measures["memory"] = f"cgroup limit {mem} MiB"
+            self.measures["memory"] = f"cgroup limit {mem} MiB (tmpfs included)"
+        self._sources = (self.cgroup.cpu_source(), self.cgroup.freeze_source())
 
     def _ns_measure(self, name: str, wanted: bool, why_not: str | None) -> bool:
         if not wanted:
@@ -348,34 +223,67 @@ class Sandbox:
             return False
         return True
 
+    def _mount_plan(
+        self, needed: list[str], readonly: bool
+    ) -> tuple[tuple[Mask, ...], tuple[str, ...] | None]:
+        """The masks (hidden paths, scratch tmpfs) and, if wanted, the writable paths."""
+        uid = self.lease.uid if self.lease else None
+        blocked = list(blockers(needed, uid, uid)) if uid is not None else []
+        scratch = [d for d in WORKER_SCRATCH if os.path.isdir(d) and not os.path.islink(d)]
+        hide = [*self.hide, *(p for p in _HOST_ONLY if os.path.isdir(p))]
+        masks = tuple(plan_masks(needed, hide, scratch, blocked))
+        shown = [m.path for m in masks if not m.scratch and m.path not in _HOST_ONLY]
+        self.measures["mounts"] = "private" + (f" (hidden: {', '.join(shown)})" if shown else "")
+        if not readonly:
+            return masks, None
+        writable = (str(self.workdir), *(m.path for m in masks if m.scratch))
+        self.measures["filesystem"] = (
+            f"read-only except the workdir and {self.scratch_mb} MiB scratch tmpfs at "
+            + ", ".join(m.path for m in masks if m.scratch)
+        )
+        return masks, writable
+
     def _plan(self) -> tuple[ChildPlan, ResourceLimits]:
         caps = probe()
         use_net = self._ns_measure("network", self.policy.network, caps.netns)
         use_mnt = self._ns_measure("mounts", self.policy.mounts, caps.mountns)
+        use_pid = self._ns_measure("pid", self.policy.pid, caps.pidns)
+        use_ipc = self._ns_measure("ipc", self.policy.ipc, caps.ipcns)
+        use_ro = use_mnt and self._ns_measure(
+            "filesystem", self.policy.readonly_root, caps.readonly_root
+        )
+        if not use_mnt:
+            self.measures["filesystem"] = "shared (no mount namespace)"
         needed = [*interpreter_paths(), *self.needed, str(self.workdir)]
         self._lease_uid(caps, use_mnt, needed)
-        self._make_cgroup(caps, helpers=0)
-        flags = (_linux.CLONE_NEWNET if use_net else 0) | (_linux.CLONE_NEWNS if use_mnt else 0)
+        flags = (
+            (_linux.CLONE_NEWNET if use_net else 0)
+            | (_linux.CLONE_NEWNS if use_mnt else 0)
+            | (_linux.CLONE_NEWPID if use_pid else 0)
+            | (_linux.CLONE_NEWIPC if use_ipc else 0)
+        )
         ids = None
         if flags and not caps.root:
             flags |= _linux.CLONE_NEWUSER
             ids = (os.getuid(), os.getgid())
+        self.userns = bool(flags & _linux.CLONE_NEWUSER)
+        # Holder and init are in the cgroup; in a user namespace they also count for nproc.
+        helpers = 2 if use_pid else 0
+        self._make_cgroup(caps, helpers)
         masks: tuple[Mask, ...] = ()
+        writable: tuple[str, ...] | None = None
         if use_mnt:
-            uid = self.lease.uid if self.lease else None
-            blocked = list(blockers(needed, uid, uid)) if uid is not None else []
-            scratch = [d for d in ("/tmp", "/var/tmp", "/dev/shm") if os.path.isdir(d)]
-            masks = tuple(plan_masks(needed, self.hide, scratch, blocked))
-            hidden = [m.path for m in masks if not m.scratch]
-            self.measures["mounts"] = "private" + (
-                f" (hidden: {', '.join(hidden)})" if hidden else ""
-            )
-        if use_net:
-            self.measures["network"] = "netns"
+            masks, writable = self._mount_plan(needed, use_ro)
+        for name, on in (("network", use_net), ("pid", use_pid), ("ipc", use_ipc)):
+            if on:
+                self.measures[name] = "namespace" if name != "network" else "netns"
+        self._contained = use_ro and use_ipc
         # RLIMIT_NPROC counts the tasks of a real uid: exact for a leased uid, and inside a user
         # namespace it counts that namespace's tasks only (Linux >= 5.14); otherwise it would
         # count every process of the judge's user, so it is not set.
-        self.userns = bool(flags & _linux.CLONE_NEWUSER)
+        nproc = None
+        if self.limits.processes is not None and (self.lease or self.userns):
+            nproc = self.limits.processes + (helpers if self.userns else 0)
         plan = ChildPlan(
             workdir=str(self.workdir),
             unshare_flags=flags,
@@ -384,7 +292,9 @@ class Sandbox:
             scratch_mb=self.scratch_mb,
             cgroup_procs=self.cgroup.procs_files if self.cgroup else (),
             uid=self.lease.uid if self.lease else None,
-            nproc=self.limits.processes if self.lease or self.userns else None,
+            nproc=nproc,
+            readonly=writable,
+            fd_ceiling=_fd_ceiling(),
         )
         return plan, replace(self.limits, processes=None)
 
@@ -400,7 +310,8 @@ class Sandbox:
         """Start the worker inside the sandbox (or, if the isolated start fails, without it)."""
         plan, limits = self._plan()
         r, w = os.pipe()
-        setup: Callable[[], None] = lambda: _child_setup(replace(plan, err_fd=w))  # noqa: E731
+        sr, sw = os.pipe()
+        plan = replace(plan, err_fd=w, status_fds=(sr, sw))
         try:
             self.proc = spawn(
                 argv,
@@ -410,7 +321,7 @@ class Sandbox:
                 pass_fds=pass_fds,
                 stdout=stdout,
                 stderr=stderr,
-                setup=setup,
+                setup=lambda: child_setup(plan),
             )
         except (OSError, subprocess.SubprocessError) as e:
             os.close(w)
@@ -418,8 +329,13 @@ class Sandbox:
             detail = os.read(r, 500).decode(errors="replace") or str(e)
             self._release()
             self.notes.append(f"isolated start failed ({detail}); ran with rlimits only")
-            self.measures = {k: "unavailable" for k in ("network", "user", "mounts", "cgroup")}
+            for k in ("network", "user", "mounts", "cgroup", "pid", "ipc", "filesystem"):
+                self.measures[k] = "unavailable"
+            self.measures.pop("memory", None)
+            self._sources = (None, None)
             self.userns = False
+            self._contained = False
+            plan = replace(plan, unshare_flags=0)
             self.proc = spawn(
                 argv,
                 cwd=self.workdir,
@@ -430,24 +346,47 @@ class Sandbox:
                 stderr=stderr,
             )
         finally:
-            os.close(r)
-            if w >= 0:
-                os.close(w)
-        kind = "user" if self.userns else "net" if self.measures.get("network") == "netns" else None
-        if kind is not None:
-            ns = namespace_of(self.proc.pid, kind)
-            self.namespace = (kind, ns) if ns and ns != namespace_of(os.getpid(), kind) else None
+            for fd in (r, w, sr, sw):
+                if fd >= 0:
+                    os.close(fd)
+        self._find_worker(plan.pid_ns)
         return self.proc
+
+    def _find_worker(self, pid_ns: bool) -> None:
+        """Which process runs argv (PID namespace: the holder's grandchild), and the namespace
+        that ties every process of this sandbox together for cleanup without a cgroup."""
+        assert self.proc is not None
+        holder = self.proc.pid
+        if pid_ns:
+            inits = children_of(holder)
+            workers = children_of(next(iter(inits))) if len(inits) == 1 else set()
+            self._helpers = {holder, *inits}
+            self._worker = next(iter(workers)) if len(workers) == 1 else None
+        kind = (
+            "pid"
+            if pid_ns
+            else "user"
+            if self.userns
+            else "net"
+            if self.measures.get("network") == "netns"
+            else None
+        )
+        probe_pid = self._worker or holder
+        if kind is not None:
+            ns = namespace_of(probe_pid, kind)
+            self.namespace = (kind, ns) if ns and ns != namespace_of(os.getpid(), kind) else None
 
     # -- between calls ----------------------------------------------------------------------
 
     @property
     def worker_pid(self) -> int | None:
         """The pid (in the judge's namespace) of the process running `argv`."""
+        if self._worker is not None:
+            return self._worker
         return self.proc.pid if self.proc is not None else None
 
     def members(self) -> set[int]:
-        """Every live process of this sandbox, the worker included."""
+        """Every live process of this sandbox, the worker (and our helpers) included."""
         if self.proc is None:
             return set()
         if self.cgroup is not None:
@@ -461,8 +400,8 @@ class Sandbox:
 
     def strays(self) -> set[int]:
         """Processes the candidate started that are still running (zombies do not count)."""
-        worker = self.proc.pid if self.proc else -1
-        return {p for p in self.members() if p != worker and not is_zombie(p)}
+        ours = {*self._helpers, self.worker_pid}
+        return {p for p in self.members() if p not in ours and not is_zombie(p)}
 
     def kill_strays(self) -> int:
         return stop_then_kill(self.strays)
@@ -481,9 +420,8 @@ class Sandbox:
     @property
     def cpu_source(self) -> str:
         """`cpuacct`, `cgroup2`, or `unavailable (<why>)`."""
-        source = self.cgroup.cpu_source() if self.cgroup is not None else None
-        if source is not None:
-            return source
+        if self._sources[0] is not None:
+            return self._sources[0]
         if not self.policy.cgroup or not self.policy.cpu_accounting:
             return "unavailable (off by policy)"
         if self.proc is None:
@@ -494,8 +432,7 @@ class Sandbox:
     @property
     def freeze_method(self) -> str:
         """`freezer` (v1), `cgroup2` (cgroup.freeze), or `sigstop` (every member, one by one)."""
-        method = self.cgroup.freeze_source() if self.cgroup is not None else None
-        return method or "sigstop"
+        return self._sources[1] or "sigstop"
 
     def freeze(self) -> None:
         """Stop every process of the worker's tree and return only once all are stopped.
@@ -506,7 +443,7 @@ class Sandbox:
         when the tree cannot be stopped (then nothing is left half-frozen)."""
         if self._frozen or self.proc is None:
             return
-        if self.cgroup is not None and self.cgroup.freeze_source() is not None:
+        if self.cgroup is not None and self._sources[1] is not None:
             self.cgroup.freeze()
         else:
             self._stopped = stop_all(self.members)
@@ -517,7 +454,7 @@ class Sandbox:
         if not self._frozen:
             return
         self._frozen = False
-        if self.cgroup is not None and self.cgroup.freeze_source() is not None:
+        if self.cgroup is not None and self._sources[1] is not None:
             self.cgroup.thaw()
         else:
             continue_all(self._stopped | self.members())
@@ -525,16 +462,46 @@ class Sandbox:
 
     # -- ending -----------------------------------------------------------------------------
 
+    def _sweep(self, everything: bool) -> None:
+        """Remove what the leased uid owns outside the workdir. `everything`: also where the
+        worker could not have written (a read-only root and an IPC namespace make files and
+        IPC objects impossible; a previous lessee may have had neither)."""
+        assert self.lease is not None
+        uid = self.lease.uid
+        sysv = remove_sysv_of(uid)  # cheap, and a last line even inside an IPC namespace
+        files: list[str] = []
+        queues: list[str] = []
+        if everything or not self._contained:
+            files = remove_files_of(uid, WRITABLE_ROOTS, skip=[self.workdir])
+            queues = remove_mqueues_of(uid)
+        found = [f"{len(files)} files"] if files else []
+        found += [f"{len(sysv)} SysV IPC objects"] if sysv else []
+        found += [f"{len(queues)} message queues"] if queues else []
+        if found:
+            self.notes.append(f"leftovers of uid {uid} removed: {', '.join(found)}")
+        self.measures["leftovers"] = (
+            "swept" if not self._contained else "none possible (read-only root, IPC namespace)"
+        )
+
     def _release(self) -> None:
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
         if self.lease is not None:
+            self.lease.kill_all()
+            if self.policy.sweep:
+                self._sweep(everything=False)
+                with contextlib.suppress(OSError):
+                    _chown_tree(self.workdir, os.getuid())  # the workdir is the judge's again
+                self.lease.mark_clean()
+            else:
+                self.measures["leftovers"] = "not swept (off by policy)"
             self.lease.release()
             self.lease = None
 
     def close(self) -> None:
-        """End the worker and everything it started; release the cgroup and the uid."""
+        """End the worker and everything it started; release the cgroup and the uid (and
+        remove what the uid left), so the next worker finds nothing of this one."""
         if self.proc is not None:
             with contextlib.suppress(OSError):
                 self.thaw()  # a task frozen by the v1 freezer does not act on SIGKILL
@@ -552,17 +519,24 @@ class Sandbox:
             else ("uid" if m.get("user", "").startswith("uid") else "process tree")
         )
         processes = [m["cgroup"]] if m.get("cgroup", "").startswith("pids") else []
+        if (m.get("user", "").startswith("uid") or self.userns) and self.limits.processes:
+            processes.append(f"rlimit nproc={self.limits.processes}")
         memory = [f"rlimit address space {self.limits.address_space_mb} MiB"]
         if "memory" in m:
             memory.append(m["memory"])
-        if (m.get("user", "").startswith("uid") or self.userns) and self.limits.processes:
-            processes.append(f"rlimit nproc={self.limits.processes}")
+        leftovers = m.get("leftovers")
+        if leftovers is None:
+            leftovers = "uid swept at close" if self.lease is not None else "no dedicated uid"
         return {
             "network": m.get("network", "unavailable"),
             "user": m.get("user", "same"),
             "mounts": m.get("mounts", "unavailable"),
+            "filesystem": m.get("filesystem", "unavailable"),
+            "pid": m.get("pid", "unavailable"),
+            "ipc": m.get("ipc", "unavailable"),
             "processes": ", ".join(processes) or "not enforced",
             "cleanup": cleanup,
+            "leftovers": leftovers,
             "guard": "audit hook" if self.policy.guard else "off",
             "cpu_accounting": self.cpu_source,
             "freeze": self.freeze_method,

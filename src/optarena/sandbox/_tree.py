@@ -69,6 +69,15 @@ def descendants(roots: Iterable[int], table: dict[int, ProcInfo] | None = None) 
     return found
 
 
+def children_of(pid: int) -> set[int]:
+    """The live children of `pid` (from the kernel's list where it has one, else /proc)."""
+    try:
+        with open(f"{PROC}/{pid}/task/{pid}/children") as f:
+            return {int(c) for c in f.read().split()}
+    except (OSError, ValueError):
+        return {p for p, info in process_table().items() if info.ppid == pid}
+
+
 def real_uid(pid: int) -> int | None:
     """The real uid of `pid` (from /proc/PID/status, which a process cannot disguise)."""
     try:

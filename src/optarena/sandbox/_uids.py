@@ -5,6 +5,10 @@ concurrent judgements never share one: the uid owns nothing on the machine excep
 private directory, cannot signal or ptrace the judge or another worker, and "every process of
 this uid" is exactly "everything this candidate started". Releasing a lease first kills any
 process still running under the uid, so the next lessee starts clean.
+
+The lock file also says whether the last lessee's leftovers (files, IPC objects) were swept:
+it reads `dirty` from the moment of leasing until `mark_clean`, so a lessee that finds it dirty
+(a judge killed mid-judgement, or a user of the lease that does not sweep) sweeps first.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class UidLease:
 
     uid: int
     _fd: int
+    was_dirty: bool = False  # the previous lessee may have left files or IPC objects
 
     @property
     def gid(self) -> int:
@@ -55,6 +60,11 @@ class UidLease:
 
     def kill_all(self) -> int:
         return stop_then_kill(self.processes)
+
+    def mark_clean(self) -> None:
+        """Record that nothing of this uid is left (call after sweeping its leftovers)."""
+        if self._fd >= 0:
+            os.pwrite(self._fd, b"C", 0)
 
     def release(self) -> None:
         if self._fd < 0:
@@ -78,7 +88,9 @@ def lease_uid(rng: random.Random | None = None) -> UidLease:
         except OSError:
             os.close(fd)
             continue
-        lease = UidLease(uid, fd)
+        was_dirty = os.pread(fd, 1, 0) == b"D"
+        os.pwrite(fd, b"D", 0)
+        lease = UidLease(uid, fd, was_dirty)
         if lease.processes():  # a judge died without cleaning up: its worker is still here
             lease.kill_all()
         return lease

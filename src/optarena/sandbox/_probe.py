@@ -1,0 +1,104 @@
+"""What this machine lets the sandbox use, found by trying each measure once in a throwaway
+child (so the reason a measure is missing is the kernel's own error, not a guess)."""
+
+from __future__ import annotations
+
+import os
+import site
+import sys
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from optarena.sandbox import _linux
+from optarena.sandbox._cgroup import (
+    FEATURES,
+    Layout,
+    WorkerCgroups,
+    find_hierarchies,
+    plan_layout,
+    sweep_stale,
+)
+from optarena.sandbox._child import ChildPlan, try_child
+from optarena.sandbox._mounts import Mask
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What this machine lets us use; each value is None (usable) or the reason it is not."""
+
+    root: bool
+    netns: str | None
+    mountns: str | None
+    cgroup: str | None  # the pids feature (process limit and complete membership)
+    cgroup_base: Path | None = field(default=None, compare=False)  # where pids cgroups go
+    cgroups: Layout = field(default_factory=Layout, compare=False)  # every cgroup feature
+    pidns: str | None = "not probed"  # a PID namespace with its own /proc
+    ipcns: str | None = "not probed"
+    readonly_root: str | None = "not probed"  # every mount read-only but chosen ones
+
+
+def _probe_cgroups() -> Layout:
+    """Which cgroup features work here: each is created, and joined by a throwaway child."""
+    found, notes = find_hierarchies()
+    sweep_stale(h.base for h in found)
+    layout = plan_layout(found, FEATURES, "; ".join(notes))
+    chosen, why_not = dict(layout.chosen), dict(layout.why_not)
+    for feature in list(chosen):
+        try:
+            trial = WorkerCgroups(layout.only([feature]), max_pids=8, memory_bytes=256 << 20)
+        except OSError as e:
+            why_not[feature] = f"cannot create a cgroup: {e}"
+            del chosen[feature]
+            continue
+        try:
+            failed = try_child(ChildPlan("/", cgroup_procs=trial.procs_files))
+        finally:
+            trial.remove()
+        if failed is not None:
+            why_not[feature] = f"cannot join a cgroup: {failed}"
+            del chosen[feature]
+    return Layout(chosen, why_not)
+
+
+@cache
+def probe() -> Capabilities:
+    """Try each measure once per process, in a throwaway child."""
+    root = os.geteuid() == 0
+    if not _linux.available():
+        why = "not Linux"
+        return Capabilities(root, why, why, why, pidns=why, ipcns=why, readonly_root=why)
+    ids = None if root else (os.getuid(), os.getgid())
+    user = 0 if root else _linux.CLONE_NEWUSER
+    # "/" rather than the caller's cwd: a cwd under /tmp (a CI checkout) vanishes behind the
+    # probe's /tmp mask, which would make mount namespaces look unavailable when they are not.
+    cwd = "/"
+    ns = _linux.CLONE_NEWNS
+    netns = try_child(ChildPlan(cwd, user | _linux.CLONE_NEWNET, ids))
+    tmp = (Mask("/tmp", (), True),)
+    mountns = try_child(ChildPlan(cwd, user | ns, ids, masks=tmp))
+    pidns = try_child(ChildPlan(cwd, user | ns | _linux.CLONE_NEWPID, ids))
+    ipcns = try_child(ChildPlan(cwd, user | _linux.CLONE_NEWIPC, ids))
+    readonly = try_child(ChildPlan(cwd, user | ns, ids, masks=tmp, readonly=("/tmp",)))
+    layout = _probe_cgroups()
+    pids = layout.chosen.get("pids")
+    cgroup = layout.why_not.get("pids") if pids is None else None
+    return Capabilities(
+        root,
+        netns,
+        mountns,
+        cgroup,
+        pids.base if pids else None,
+        layout,
+        pidns=pidns,
+        ipcns=ipcns,
+        readonly_root=readonly,
+    )
+
+
+def interpreter_paths() -> list[str]:
+    """What a worker interpreter reads: prefixes, the real executable's directory, packages."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths.add(os.path.dirname(os.path.realpath(sys.executable)))
+    paths.update(site.getsitepackages())
+    return sorted(os.path.realpath(p) for p in paths if os.path.exists(p))
