@@ -55,6 +55,12 @@ class AgentLimits(BaseModel):
     max_cost_usd: float | None = Field(default=None, gt=0)
     max_tokens: int | None = Field(default=None, ge=1)
     max_calls: int | None = Field(default=None, ge=1)
+    max_processes: int | None = Field(
+        default=None,
+        ge=8,
+        description="processes and threads of the agent's whole tree at once (its sandbox's "
+        "pids.max and RLIMIT_NPROC); None: the sandbox's default",
+    )
 
 
 class AgentOutcome(BaseModel):

@@ -105,6 +105,10 @@ def run_cmd(
     max_calls: Annotated[
         int | None, typer.Option("--max-calls", min=1, help="model-call limit, metered")
     ] = None,
+    max_processes: Annotated[
+        int | None,
+        typer.Option("--max-processes", min=8, help="agent's processes+threads at once"),
+    ] = None,
     workspace: Annotated[Path | None, typer.Option("--workspace", help="agent workspace")] = None,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="replace a non-empty workspace")
@@ -137,6 +141,7 @@ def run_cmd(
             max_cost_usd=max_cost_usd,
             max_tokens=max_tokens,
             max_calls=max_calls,
+            max_processes=max_processes,
         ),
         labels=parse_pairs(label or [], "--label"),
         workspace=workspace,

@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -295,7 +295,10 @@ def _sandbox_spec(config: TrialConfig, ledger: Ledger, workspace: Path, work: Pa
         return SandboxSpec(policy=AgentSandboxPolicy.off())
     mine = workspace.resolve()
     others = [w for w in ledger.workspaces() if w.is_dir() and w.resolve() != mine]
-    return SandboxSpec(hidden=(ledger.home, *others), home=work / "home")
+    policy = AgentSandboxPolicy()
+    if config.limits.max_processes is not None:
+        policy = replace(policy, max_processes=config.limits.max_processes)
+    return SandboxSpec(policy=policy, hidden=(ledger.home, *others), home=work / "home")
 
 
 def _sandbox_record(

@@ -1,0 +1,311 @@
+"""The agent sandbox on this machine: each measure checked by what a shell inside can do (write,
+read, connect, outlive it), the leftover sweep after a dead optarena, and the mountinfo parser
+on literal lines. Measures the machine lacks are skipped, by name."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from optarena.sandbox import AgentSandbox, AgentSandboxPolicy, probe, sweep_agent_leftovers
+from optarena.sandbox._agent import CGROUP_PREFIX, mount_points
+from optarena.sandbox._cgroup import attach_self, find_pids_root
+from optarena.sandbox._tree import descendants, is_zombie
+from optarena.sandbox._uids import lease_uid
+
+MARKER = "3131.5"  # `sleep 3131.5`: a process of ours, easy to find in /proc
+CAPS = probe()
+CHECKOUT = Path(__file__).resolve().parents[2]
+needs_netns = pytest.mark.skipif(CAPS.netns is not None, reason=f"no netns: {CAPS.netns}")
+needs_mounts = pytest.mark.skipif(CAPS.mountns is not None, reason=f"no mountns: {CAPS.mountns}")
+needs_root = pytest.mark.skipif(not CAPS.root, reason="a dedicated uid needs optarena as root")
+needs_cgroup = pytest.mark.skipif(CAPS.cgroup_base is None, reason=f"no cgroup: {CAPS.cgroup}")
+
+
+def _marked() -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                cmd = Path(f"/proc/{name}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if MARKER.encode() in cmd and not is_zombie(int(name)):
+                out.append(int(name))
+    return out
+
+
+@pytest.fixture(autouse=True)
+def nothing_left() -> Iterator[None]:
+    yield
+    assert _marked() == []
+    assert [p for p in descendants([os.getpid()]) if not is_zombie(p)] == []
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> dict[str, Path]:
+    """A ledger-like layout: this trial's workspace and home, another trial, the database."""
+    ledger = tmp_path / "ledger"
+    out = {
+        "ledger": ledger,
+        "ws": ledger / "work" / "t1" / "workspace",
+        "home": ledger / "work" / "t1" / "home",
+        "other": ledger / "work" / "t0" / "workspace",
+    }
+    for key in ("ws", "home", "other"):
+        out[key].mkdir(parents=True)
+    (ledger / "ledger.db").write_text("rows")
+    (out["other"] / "solution.py").write_text("other trial's secret")
+    return out
+
+
+def run_agent(
+    dirs: dict[str, Path],
+    script: str,
+    policy: AgentSandboxPolicy | None = None,
+    ports: tuple[int, ...] = (),
+    wait: bool = True,
+) -> tuple[str, AgentSandbox]:
+    """Run a shell script as the agent, to completion; its output and the closed sandbox."""
+    sb = AgentSandbox(
+        policy or AgentSandboxPolicy(),
+        writable=[dirs["ws"], dirs["home"]],
+        hidden=[dirs["ledger"]],
+        ports=list(ports),
+        home=dirs["home"],
+    )
+    log = dirs["ledger"].parent / "agent.log"
+    with open(log, "wb") as f:
+        proc = sb.spawn(["sh", "-c", script], env=dict(os.environ), stdout=f, stderr=f)
+    try:
+        if wait:
+            proc.wait(timeout=60)
+    finally:
+        sb.close()
+    return log.read_text(), sb
+
+
+@pytest.fixture
+def installed_judge() -> Iterator[Path]:
+    """A stand-in for an installed judge file: visible to the agent (not under /tmp, /root or
+    /run) and writable by us, so the test never touches the real one if containment failed."""
+    d = Path(tempfile.mkdtemp(prefix=".agent-test-", dir=CHECKOUT))
+    target = d / "_checks.py"
+    target.write_text("TOLERANCE = 1e-5\n")
+    os.chmod(d, 0o777)  # even a world-writable directory is read-only for the agent
+    yield target
+    shutil.rmtree(d)
+
+
+@needs_mounts
+def test_only_the_workspace_and_home_are_writable(
+    dirs: dict[str, Path], installed_judge: Path
+) -> None:
+    target = installed_judge
+    before = target.read_bytes()
+    script = f"""
+        echo ok > {dirs["ws"]}/solution.py && echo ws-written
+        echo ok > "$HOME/notes" && echo home-written
+        {{ echo '# x' >> {target}; }} 2>/dev/null || echo judge-refused
+        {{ echo 'x' > {target.parent}/new.py; }} 2>/dev/null || echo judge-refused
+        {{ echo x > {dirs["ledger"]}/ledger.db; }} 2>/dev/null || echo ledger-refused
+        cat {dirs["other"]}/solution.py 2>/dev/null || echo other-unreadable
+        ls {dirs["ledger"]}/work
+        echo scratch > /tmp/agent-scratch && echo tmp-written
+    """
+    out, sb = run_agent(dirs, script)
+    assert out.split() == [
+        "ws-written",
+        "home-written",
+        "judge-refused",
+        "judge-refused",
+        "ledger-refused",
+        "other-unreadable",
+        "t1",  # the other trial's directory is not even listed
+        "tmp-written",
+    ], out
+    assert target.read_bytes() == before and not (target.parent / "new.py").exists()
+    assert (dirs["ledger"] / "ledger.db").read_text() == "rows"
+    assert (dirs["ws"] / "solution.py").read_text() == "ok\n"
+    assert not Path("/tmp/agent-scratch").exists()  # /tmp was private
+    # given back: the judge reads the workspace as the user who started optarena
+    assert (dirs["ws"] / "solution.py").stat().st_uid == os.getuid()
+    report = sb.report()
+    assert report["mounts"].startswith("read-only but for the writable directories")
+    assert str(dirs["ledger"]) in report["hidden"] and "/run" in report["hidden"]
+
+
+@needs_mounts
+def test_the_agent_can_still_do_its_job(dirs: dict[str, Path]) -> None:
+    script = f"""
+        cd {dirs["ws"]}
+        git init -q . && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m x \\
+            && echo git-ok
+        python3 -c 'import numpy; print("numpy-ok")'
+        printf 'int main(void){{return 0;}}' > t.c
+        if command -v cc >/dev/null; then cc -o t t.c && ./t && echo cc-ok; else echo cc-ok; fi
+    """
+    out, _ = run_agent(dirs, script)
+    assert out.split() == ["git-ok", "numpy-ok", "cc-ok"], out
+
+
+@needs_root
+@needs_mounts
+def test_a_dedicated_uid_owns_only_the_writable_directories(dirs: dict[str, Path]) -> None:
+    out, sb = run_agent(dirs, "id -u; kill -0 1 2>/dev/null && echo signalled-init || true")
+    uid = int(out.split()[0])
+    assert uid != os.getuid() and sb.report()["user"] == f"uid {uid}"
+    assert "signalled-init" not in out
+
+
+class Listener:
+    """A TCP listener on the host's 127.0.0.1 that counts the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.sendall(b"hello")
+            conn.close()
+
+
+CONNECT = """python3 - <<'EOF'
+import socket
+for port in ({ports}):
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=3)
+        print(port, s.recv(5).decode() or "eof")
+    except OSError as e:
+        print(port, "refused")
+try:
+    socket.create_connection(("192.0.2.1", 80), timeout=3)
+    print("internet")
+except OSError:
+    print("no-internet")
+EOF"""
+
+
+@needs_netns
+def test_only_the_forwarded_port_is_reachable(dirs: dict[str, Path]) -> None:
+    proxy, other = Listener(), Listener()
+    out, sb = run_agent(
+        dirs, CONNECT.format(ports=f"{proxy.port}, {other.port}"), ports=(proxy.port,)
+    )
+    assert out.splitlines() == [f"{proxy.port} hello", f"{other.port} refused", "no-internet"]
+    assert (proxy.accepted, other.accepted) == (1, 0)
+    assert sb.report()["network"] == f"netns, reachable: 127.0.0.1:{proxy.port}"
+
+
+@needs_netns
+def test_without_a_forwarded_port_nothing_is_reachable(dirs: dict[str, Path]) -> None:
+    other = Listener()
+    out, _ = run_agent(dirs, CONNECT.format(ports=f"{other.port},"))
+    assert out.splitlines() == [f"{other.port} refused", "no-internet"]
+    assert other.accepted == 0
+
+
+BOMB = f"""python3 - <<'EOF'
+import os
+n = 0
+for _ in range(300):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.execvp("sleep", ["sleep", "{MARKER}"])
+    n += 1
+print("forked", n)
+EOF"""
+
+
+@needs_cgroup
+def test_a_detached_daemon_and_a_fork_bomb_end_with_the_agent(dirs: dict[str, Path]) -> None:
+    script = f"setsid sh -c 'sleep {MARKER} &' &\n{BOMB}"
+    out, sb = run_agent(dirs, script, AgentSandboxPolicy(max_processes=40))
+    forked = int(out.split("forked")[1].split()[0])
+    assert 0 < forked < 40, out  # the bomb hit pids.max (and RLIMIT_NPROC), not 300
+    assert "pids.max=40" in sb.report()["processes"]
+    # nothing_left: neither the daemon nor any of the sleeps survived the close
+
+
+@needs_cgroup
+def test_the_sweep_kills_what_a_dead_optarenas_agent_left(tmp_path: Path) -> None:
+    base, _ = find_pids_root()
+    assert base is not None
+    # our own pid with a start time that is not ours: an owner that died, its pid reused
+    stale = base / f"{CGROUP_PREFIX}{os.getpid()}-1-deadbeef"
+    stale.mkdir()
+    proc = subprocess.Popen(
+        ["sleep", MARKER], preexec_fn=lambda: attach_self(str(stale / "cgroup.procs"))
+    )
+    try:
+        assert sweep_agent_leftovers() >= 1
+        assert proc.wait(timeout=5) == -signal.SIGKILL
+        assert not stale.exists()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@needs_root
+def test_the_sweep_kills_processes_of_a_released_uid() -> None:
+    lease = lease_uid()
+    uid = lease.uid
+
+    def drop() -> None:
+        os.setgid(uid)
+        os.setuid(uid)
+
+    proc = subprocess.Popen(["sleep", MARKER], preexec_fn=drop)
+    try:
+        os.close(lease._fd)  # what a kill -9 of its holder does: the lock goes, the process stays
+        lease._fd = -1
+        time.sleep(0.05)
+        assert sweep_agent_leftovers() >= 1
+        assert proc.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_off_reports_every_measure_off(dirs: dict[str, Path]) -> None:
+    out, sb = run_agent(dirs, "echo ran", AgentSandboxPolicy.off())
+    assert out == "ran\n"
+    r = sb.report()
+    assert (r["enabled"], r["user"], r["network"], r["mounts"]) == (False, "off", "off", "off")
+    assert r["setup_ms"] is not None and r["teardown_ms"] is not None
+
+
+def test_mountinfo_lines_give_paths_and_the_flags_a_remount_must_keep() -> None:
+    text = (
+        "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+        "28 27 0:25 / /mnt/with\\040space ro,nosuid,nodev,noexec - tmpfs t ro\n"
+        "29 27 0:26 / /data rw,noatime,nodiratime - xfs /dev/b rw\n"
+    )
+    assert mount_points(text) == [
+        ("/", 1 << 21),
+        ("/mnt/with space", 2 | 4 | 8),
+        ("/data", 1024 | 2048),
+    ]
