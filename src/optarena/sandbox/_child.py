@@ -85,6 +85,10 @@ def _quiet(keep: set[int], ceiling: int) -> None:
     _linux.close_fds_except(keep, ceiling)
     with contextlib.suppress(OSError):
         _linux.prctl(_linux.PR_SET_DUMPABLE, 0)
+    # At the memory limit the kernel kills a process of the cgroup: the worker, not the two
+    # helpers (whose deaths would end it all the same, but as an anonymous SIGKILL).
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("-1000")
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGUSR1):
         with contextlib.suppress(OSError, ValueError):
             signal.signal(sig, signal.SIG_DFL)

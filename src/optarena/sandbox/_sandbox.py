@@ -85,6 +85,8 @@ class SandboxPolicy:
     pid: bool = True  # a PID namespace with its own /proc
     ipc: bool = True  # an IPC namespace (SysV objects and POSIX queues private to the worker)
     readonly_root: bool = True  # every mount read-only but the workdir and scratch
+    scratch: bool = True  # private tmpfs for /tmp, /var/tmp, /dev/shm, /run/lock (False: the
+    # host's own, read-only too unless readonly_root is off)
     sweep: bool = True  # remove what the uid owns when its lease ends
 
     @classmethod
@@ -230,6 +232,8 @@ class Sandbox:
         uid = self.lease.uid if self.lease else None
         blocked = list(blockers(needed, uid, uid)) if uid is not None else []
         scratch = [d for d in WORKER_SCRATCH if os.path.isdir(d) and not os.path.islink(d)]
+        if not self.policy.scratch:
+            scratch = []
         hide = [*self.hide, *(p for p in _HOST_ONLY if os.path.isdir(p))]
         masks = tuple(plan_masks(needed, hide, scratch, blocked))
         shown = [m.path for m in masks if not m.scratch and m.path not in _HOST_ONLY]
@@ -237,9 +241,9 @@ class Sandbox:
         if not readonly:
             return masks, None
         writable = (str(self.workdir), *(m.path for m in masks if m.scratch))
-        self.measures["filesystem"] = (
-            f"read-only except the workdir and {self.scratch_mb} MiB scratch tmpfs at "
-            + ", ".join(m.path for m in masks if m.scratch)
+        tmpfs = ", ".join(m.path for m in masks if m.scratch)
+        self.measures["filesystem"] = "read-only except the workdir" + (
+            f" and {self.scratch_mb} MiB scratch tmpfs at {tmpfs}" if tmpfs else ""
         )
         return masks, writable
 
@@ -277,7 +281,7 @@ class Sandbox:
         for name, on in (("network", use_net), ("pid", use_pid), ("ipc", use_ipc)):
             if on:
                 self.measures[name] = "namespace" if name != "network" else "netns"
-        self._contained = use_ro and use_ipc
+        self._contained = use_ro and use_ipc  # then the uid cannot have left anything
         # RLIMIT_NPROC counts the tasks of a real uid: exact for a leased uid, and inside a user
         # namespace it counts that namespace's tasks only (Linux >= 5.14); otherwise it would
         # count every process of the judge's user, so it is not set.
