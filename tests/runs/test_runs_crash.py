@@ -3,6 +3,7 @@ half-written one: in-process failures, SIGTERM, and a kill -9 of the optarena pr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -77,38 +78,62 @@ def _dead(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
+DAEMON = """setsid sh -c 'echo $$ > "$OPTARENA_LOGS_DIR/daemon.pid"; exec sleep 300' &
+while [ ! -s "$OPTARENA_LOGS_DIR/daemon.pid" ]; do sleep 0.01; done"""
+
+
+def _daemon_pid(tmp_path: Path) -> int:
+    (marker,) = (tmp_path / "ledger" / "work").glob("*/logs/daemon.pid")
+    return int(marker.read_text())
+
+
+def _wait_dead(pid: int, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not _dead(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _dead(pid)
+
+
 def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
     tmp_path: Path, agent: Callable[[str], str]
 ) -> None:
-    proc = _start_cli_trial(tmp_path, agent)
-    agent_pid = _agent_pid(tmp_path)
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 130
-    deadline = time.monotonic() + 5
-    while not _dead(agent_pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _dead(agent_pid)
+    proc = _start_cli_trial(tmp_path, agent, DAEMON)
+    agent_pid, daemon_pid = _agent_pid(tmp_path), _daemon_pid(tmp_path)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 130
+        assert _wait_dead(agent_pid)
+        assert _wait_dead(daemon_pid)  # detached, in its own session: ended all the same
+    finally:
+        for pid in (agent_pid, daemon_pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     with Ledger(tmp_path / "ledger") as ledger:
         (record,) = ledger.trials()
         _assert_interrupted(record, "agent")
         assert "KeyboardInterrupt" in (record.error or "")
 
 
-def test_kill_9_leaves_running_until_the_next_open_marks_it_interrupted(
+def test_kill_9_leaves_running_until_the_next_open_marks_it_interrupted_and_kills_leftovers(
     tmp_path: Path, agent: Callable[[str], str]
 ) -> None:
-    proc = _start_cli_trial(tmp_path, agent)
-    agent_pid = _agent_pid(tmp_path)
+    proc = _start_cli_trial(tmp_path, agent, DAEMON)
+    agent_pid, daemon_pid = _agent_pid(tmp_path), _daemon_pid(tmp_path)
     try:
         proc.kill()
         proc.wait(timeout=30)
+        assert _wait_dead(agent_pid)  # its parent-death signal
+        with Ledger(tmp_path / "ledger") as raw:
+            (record,) = raw.trials()
+            assert record.state == "running"  # the start record, untouched: not half-written
+            assert record.verdict is None and record.artifacts == {}
+        with Ledger.open(tmp_path / "ledger") as ledger:
+            (record,) = ledger.trials()
+            assert record.state == "interrupted"
+            assert f"process {proc.pid} ended without finishing" in (record.error or "")
+            # the daemon nobody waited for: found by the dead optarena's cgroup (or uid)
+            assert _wait_dead(daemon_pid, 2.0) and ledger.swept >= 1
     finally:
-        os.killpg(agent_pid, signal.SIGKILL)  # its own session: nobody else will end it
-    with Ledger(tmp_path / "ledger") as raw:
-        (record,) = raw.trials()
-        assert record.state == "running"  # the start record, untouched: not half-written
-        assert record.verdict is None and record.artifacts == {}
-    with Ledger.open(tmp_path / "ledger") as ledger:
-        (record,) = ledger.trials()
-        assert record.state == "interrupted"
-        assert f"process {proc.pid} ended without finishing" in (record.error or "")
+        for pid in (agent_pid, daemon_pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
