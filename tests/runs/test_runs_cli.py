@@ -100,3 +100,23 @@ def test_demo_records_two_replay_trials(tmp_path: Path, capsys: Capsys) -> None:
         ]
         assert all(not r.agent.is_agent for r in rows)
         assert all(r.judge_settings.measure for r in rows)
+
+
+def test_no_agent_sandbox_warns_records_and_shows(
+    tmp_path: Path, capsys: Capsys, agent: Callable[[str], str]
+) -> None:
+    led = str(tmp_path / "L")
+    base = ["run", "--task", "rmsnorm", "--command", agent("true"), "--no-measure"]
+    assert main([*base, "--ledger", led, "--json"]) == 0
+    contained = json.loads(capsys.readouterr().out)
+    assert contained["agent_sandbox"]["enabled"] is True
+    assert main([*base, "--no-agent-sandbox", "--ledger", led, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "--no-agent-sandbox: the agent can change the installed judge" in captured.err
+    loose = json.loads(captured.out)
+    assert loose["agent_sandbox"]["enabled"] is False
+    assert main(["trial", "show", loose["id"], "--ledger", led]) == 0
+    assert "[not contained] --no-agent-sandbox" in capsys.readouterr().out
+    assert main(["trial", "show", contained["id"], "--ledger", led]) == 0
+    out = capsys.readouterr().out
+    assert "contained  user " in out and "teardown" in out

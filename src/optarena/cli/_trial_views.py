@@ -130,6 +130,7 @@ def show_lines(record: TrialRecord) -> list[str]:
         _usage_line("usage     ", u),
         *([_usage_line("metered   ", r.metered_usage)] if r.metered_usage else []),
         f"workspace  {escape(r.workspace)}",
+        f"contained  {escape(sandbox_summary(r.agent_sandbox))}",
         f"baseline   {r.baseline_commit or '-'}",
         f"candidate  {r.candidate_sha256 or '-'}",
         f"judge      {r.judge_sha256[:12]}  runtime {str(r.runtime.get('sha256', '?'))[:12]}",
@@ -142,9 +143,27 @@ def show_lines(record: TrialRecord) -> list[str]:
     lines += [f"  [red]-[/] {escape(reason[:400])}" for reason in r.reasons]
     if r.metrics:
         lines.append(f"metrics    {escape(_short(r.metrics))}")
+    lines += [f"  [red]outside the workspace:[/] {escape(c)}" for c in r.outside_changes]
     if r.error:
         lines.append(f"error      [magenta]{escape(r.error)}[/]")
     return lines
+
+
+def sandbox_summary(sandbox: dict[str, Any] | None) -> str:
+    """The agent's containment in one line: what was active, what it cost, what was missing."""
+    if not sandbox:
+        return "-"
+    if not sandbox.get("enabled"):
+        return "[not contained] " + "; ".join(sandbox.get("notes", []))
+    parts = [
+        f"user {sandbox.get('user')}",
+        f"network {sandbox.get('network')}",
+        f"processes {sandbox.get('processes')}",
+        f"cleanup {sandbox.get('cleanup')}",
+        f"setup {sandbox.get('setup_ms')} ms, teardown {sandbox.get('teardown_ms')} ms",
+    ]
+    notes = sandbox.get("notes") or []
+    return "; ".join(parts + ([f"missing: {', '.join(notes)}"] if notes else []))
 
 
 def _usage_line(title: str, u: Usage) -> str:

@@ -316,11 +316,14 @@ class AgentSandbox:
         `python3` may be it), PATH (so commands resolve), the readable and writable paths."""
         path_dirs = [os.path.realpath(d) for d in os.environ.get("PATH", "").split(":") if d]
         path_dirs = [d for d in path_dirs if os.path.isdir(d) and not _under_any(d, self.hidden)]
+        # A readable path at or above something hidden or private would unmask it: dropped.
+        private = [*self.hidden, *HIDDEN_ALWAYS, *SCRATCH_DIRS]
+        readable = [r for r in self.readable if not any(_under_any(p, [r]) for p in private)]
         return sorted(
             {
                 *interpreter_paths(),
                 *path_dirs,
-                *self.readable,
+                *readable,
                 RELAY,
                 *(str(w) for w in self.writable),
                 *([str(self.sockets)] if self.sockets else []),
@@ -438,6 +441,7 @@ class AgentSandbox:
         """Start the agent inside the sandbox; raise AgentSandboxError if that fails."""
         if self.proc is not None:
             raise RuntimeError("an AgentSandbox runs one agent")
+        probe()  # once per process (cached): not part of what one agent's sandbox costs
         t0 = time.monotonic()
         try:
             plan = self._plan()
