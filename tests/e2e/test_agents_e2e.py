@@ -72,6 +72,15 @@ def test_agent_edits_the_task_and_every_token_is_accounted(
         record = trial(agent, agent_bins, fake, ledger)
     assert [s.rule for s in fake.served] == ["read", "write", "check", "finish"]
     assert record.agent_status == "completed", record.agent_detail
+    # contained all along: own uid (as root), a read-only mount namespace, and a network
+    # namespace where the metering proxy is the one address (the fake model is not)
+    sandbox = record.agent_sandbox
+    assert sandbox is not None and sandbox["enabled"] is True, sandbox
+    assert sandbox["mounts"].startswith("read-only") and sandbox["notes"] == []
+    assert sandbox["network"].startswith("netns, reachable: 127.0.0.1:")
+    assert str(fake.url.rsplit(":", 1)[1]) not in sandbox["network"]
+    if os.geteuid() == 0:
+        assert sandbox["user"].startswith("uid ") and sandbox["cleanup"] == "cgroup"
     assert record.verdict == "accepted", record.reasons
     assert Path(record.workspace, "solution.py").read_text() == OPTIMIZED
     assert [c.path for c in record.changed] == ["solution.py"]
