@@ -143,6 +143,7 @@ def test_only_the_workspace_and_home_are_writable(
     report = sb.report()
     assert report["mounts"].startswith("read-only but for the writable directories")
     assert str(dirs["ledger"]) in report["hidden"] and "/run" in report["hidden"]
+    assert report["ipc"] == ("private" if CAPS.ipcns is None else "host")
 
 
 @needs_mounts

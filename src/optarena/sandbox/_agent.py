@@ -394,6 +394,8 @@ class AgentSandbox:
             if uid is not None:
                 os.chown(bridge.path, uid, uid)
         flags = (_linux.CLONE_NEWNET if use_net else 0) | (_linux.CLONE_NEWNS if use_mnt else 0)
+        if use_mnt and caps.ipcns is None:
+            flags |= _linux.CLONE_NEWIPC  # no SysV shared memory or queues of the host
         ids = None
         if flags and not caps.root:
             flags |= _linux.CLONE_NEWUSER
@@ -410,6 +412,7 @@ class AgentSandbox:
                 + ", ".join(m.path for m in masks if m.scratch)
                 + (f"; hidden: {', '.join(hidden)}" if hidden else "")
             )
+        self.measures["ipc"] = "private" if flags & _linux.CLONE_NEWIPC else "host"
         if use_net:
             allowed = ", ".join(f"127.0.0.1:{p}" for p in self.ports)
             self.measures["network"] = f"netns, reachable: {allowed or 'nothing'}"
@@ -565,6 +568,7 @@ class AgentSandbox:
             "user": user,
             "network": m.get("network", "off"),
             "mounts": m.get("mounts", "off"),
+            "ipc": m.get("ipc", "host"),
             "processes": ", ".join(processes) or "not enforced",
             "cleanup": cleanup,
             "writable": [str(w) for w in self.writable],
