@@ -17,7 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from optarena.sandbox import AgentSandbox, AgentSandboxPolicy, probe, sweep_agent_leftovers
+from optarena.sandbox import (
+    AgentSandbox,
+    AgentSandboxError,
+    AgentSandboxPolicy,
+    _agent,
+    probe,
+    sweep_agent_leftovers,
+)
 from optarena.sandbox._agent import CGROUP_PREFIX, mount_points
 from optarena.sandbox._cgroup import attach_self, find_pids_root
 from optarena.sandbox._tree import descendants, is_zombie
@@ -310,3 +317,24 @@ def test_mountinfo_lines_give_paths_and_the_flags_a_remount_must_keep() -> None:
         ("/mnt/with space", 2 | 4 | 8),
         ("/data", 1024 | 2048),
     ]
+
+
+def test_a_missing_writable_directory_is_refused(dirs: dict[str, Path]) -> None:
+    missing = dirs["ledger"] / "gone"
+    with pytest.raises(AgentSandboxError, match=f"{missing} does not exist"):
+        AgentSandbox(AgentSandboxPolicy(), writable=[dirs["ws"], missing])
+
+
+@needs_netns
+def test_a_sandbox_that_cannot_start_says_why_and_leaves_nothing(
+    dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken() -> None:
+        raise OSError(19, "no loopback here")
+
+    monkeypatch.setattr(_agent, "loopback_up", broken)  # runs in the forked child
+    sb = AgentSandbox(AgentSandboxPolicy(), writable=[dirs["ws"]], hidden=[dirs["ledger"]])
+    with pytest.raises(AgentSandboxError, match=r"no loopback here.*--no-agent-sandbox"):
+        sb.spawn(["true"], env=dict(os.environ))
+    assert sb.cgroup is None and sb.lease is None  # released on the way out
+    assert dirs["ws"].stat().st_uid == os.getuid()  # and the workspace given back

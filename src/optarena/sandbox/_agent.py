@@ -281,6 +281,9 @@ class AgentSandbox:
     ) -> None:
         if not writable:
             raise ValueError("an agent sandbox needs at least its working directory")
+        for path in writable:
+            if not Path(path).is_dir():
+                raise AgentSandboxError(f"the agent's writable directory {path} does not exist")
         self.policy = policy
         self.writable = [Path(os.path.realpath(p)) for p in writable]
         self.readable = [os.path.realpath(p) for p in readable]
