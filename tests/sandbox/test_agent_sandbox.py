@@ -21,11 +21,12 @@ from optarena.sandbox import (
     AgentSandbox,
     AgentSandboxError,
     AgentSandboxPolicy,
-    _agent,
+    _agent_child,
     probe,
     sweep_agent_leftovers,
 )
-from optarena.sandbox._agent import CGROUP_PREFIX, mount_points
+from optarena.sandbox._agent_child import mount_points
+from optarena.sandbox._agent_sweep import CGROUP_PREFIX
 from optarena.sandbox._cgroup import attach_self, find_pids_root
 from optarena.sandbox._tree import descendants, is_zombie
 from optarena.sandbox._uids import lease_uid
@@ -332,7 +333,7 @@ def test_a_sandbox_that_cannot_start_says_why_and_leaves_nothing(
     def broken() -> None:
         raise OSError(19, "no loopback here")
 
-    monkeypatch.setattr(_agent, "loopback_up", broken)  # runs in the forked child
+    monkeypatch.setattr(_agent_child, "loopback_up", broken)  # runs in the forked child
     sb = AgentSandbox(AgentSandboxPolicy(), writable=[dirs["ws"]], hidden=[dirs["ledger"]])
     with pytest.raises(AgentSandboxError, match=r"no loopback here.*--no-agent-sandbox"):
         sb.spawn(["true"], env=dict(os.environ))

@@ -1,12 +1,8 @@
 """Process isolation for untrusted code: namespaces, a dedicated uid, cgroups, rlimits,
 timeouts and process-tree cleanup. `Sandbox` applies what the machine allows and reports it."""
 
-from optarena.sandbox._agent import (
-    AgentSandbox,
-    AgentSandboxError,
-    AgentSandboxPolicy,
-    sweep_agent_leftovers,
-)
+from optarena.sandbox._agent import AgentSandbox, AgentSandboxError, AgentSandboxPolicy
+from optarena.sandbox._agent_sweep import sweep_agent_leftovers
 from optarena.sandbox._process import ResourceLimits, kill_tree, spawn
 from optarena.sandbox._sandbox import Capabilities, Sandbox, SandboxPolicy, probe
 

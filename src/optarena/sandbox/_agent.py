@@ -17,8 +17,11 @@ reported either way (`report()`, recorded as the trial's `agent_sandbox`):
   proxy is reachable, nothing else on the host or beyond is;
 - **cgroup**: a pids cgroup holding the agent's whole tree (`pids.max`), however detached, so
   that the end of the run, a timeout or Ctrl-C kills all of it; plus a parent-death signal, and
-  `sweep_agent_leftovers` for what a `kill -9` of optarena left running (run by the ledger's
-  reconcile at the next start).
+  `_agent_sweep.sweep_agent_leftovers` for what a `kill -9` of optarena left running (run by
+  the ledger's reconcile at the next start).
+
+What the child does before exec is in `_agent_child`; the network relay in `_agent_net` (host
+side) and `_agent_relay` (inside the namespace).
 
 Without root the namespaces come from a user namespace (the agent keeps the user's uid, which
 the report says); what the kernel refuses is reported as unavailable, never silently skipped.
@@ -29,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -42,9 +44,11 @@ from typing import IO, Any
 
 from optarena.errors import OptarenaError
 from optarena.sandbox import _linux
-from optarena.sandbox._agent_net import UnixBridge, loopback_up
-from optarena.sandbox._cgroup import PidsCgroup, attach_self, find_pids_root
-from optarena.sandbox._mounts import SCRATCH_DIRS, Mask, apply_masks, blockers, plan_masks
+from optarena.sandbox._agent_child import AgentChildPlan, agent_child_setup, under_any
+from optarena.sandbox._agent_net import UnixBridge
+from optarena.sandbox._agent_sweep import AgentCgroup
+from optarena.sandbox._cgroup import PidsCgroup
+from optarena.sandbox._mounts import SCRATCH_DIRS, Mask, blockers, plan_masks
 from optarena.sandbox._process import ResourceLimits, kill_tree, spawn
 from optarena.sandbox._sandbox import interpreter_paths, probe
 from optarena.sandbox._tree import (
@@ -58,24 +62,7 @@ from optarena.sandbox._tree import (
 from optarena.sandbox._uids import UidLease, lease_uid
 
 RELAY = str(Path(__file__).with_name("_agent_relay.py"))
-CGROUP_PREFIX = "optarena-agent-"
 HIDDEN_ALWAYS = ("/run",)  # host daemons' Unix sockets, the uid leases' locks
-_UNTOUCHED = ("/proc", "/dev")  # kernel interfaces: left as they are (devices stay usable)
-
-MS_NOEXEC = 8
-MS_NOATIME = 1024
-MS_NODIRATIME = 2048
-MS_RELATIME = 1 << 21
-MS_STRICTATIME = 1 << 24
-_MOUNT_FLAGS = {
-    "nosuid": _linux.MS_NOSUID,
-    "nodev": _linux.MS_NODEV,
-    "noexec": MS_NOEXEC,
-    "noatime": MS_NOATIME,
-    "nodiratime": MS_NODIRATIME,
-    "relatime": MS_RELATIME,
-    "strictatime": MS_STRICTATIME,
-}
 
 
 class AgentSandboxError(OptarenaError):
@@ -99,122 +86,6 @@ class AgentSandboxPolicy:
         return cls(enabled=False, user=False, mounts=False, network=False, cgroup=False)
 
 
-# --- in the forked child -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AgentChildPlan:
-    """Everything the agent's first process does between fork and exec, decided in the parent."""
-
-    workdir: str
-    unshare_flags: int = 0
-    userns_ids: tuple[int, int] | None = None
-    loopback: bool = False
-    masks: tuple[Mask, ...] = ()
-    scratch_mb: int = 64
-    writable: tuple[str, ...] = ()
-    readonly: bool = False
-    cgroup_procs: str | None = None
-    uid: int | None = None
-    nproc: int | None = None
-    err_fd: int = -1
-
-
-def _unescape(field_: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as octal (`\\040`)."""
-    out, i = [], 0
-    while i < len(field_):
-        if field_[i] == "\\" and field_[i + 1 : i + 4].isdigit() and i + 4 <= len(field_):
-            out.append(chr(int(field_[i + 1 : i + 4], 8)))
-            i += 4
-        else:
-            out.append(field_[i])
-            i += 1
-    return "".join(out)
-
-
-def _under_any(path: str, roots: Sequence[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
-
-
-def mount_points(text: str) -> list[tuple[str, int]]:
-    """(mount point, flags to keep on a read-only remount) of each line of a mountinfo text.
-    The flags kept are the per-mount ones the kernel locks inside a user namespace."""
-    out: list[tuple[str, int]] = []
-    for line in text.splitlines():
-        fields = line.split(" - ", 1)[0].split()
-        if len(fields) < 6:
-            continue
-        flags = 0
-        for opt in fields[5].split(","):
-            flags |= _MOUNT_FLAGS.get(opt, 0)
-        out.append((_unescape(fields[4]), flags))
-    return out
-
-
-def readonly_rest(keep_writable: Sequence[str]) -> None:
-    """Remount every visible mount read-only except those at or under `keep_writable` and the
-    kernel interfaces. A mount that is hidden by a mask (no longer at its path) is skipped."""
-    with open("/proc/self/mountinfo") as f:
-        points = mount_points(f.read())
-    seen: set[str] = set()
-    skip = (*keep_writable, *_UNTOUCHED)
-    for path, flags in reversed(points):  # the topmost mount at a path is listed last
-        if path in seen or _under_any(path, skip):
-            continue
-        seen.add(path)
-        remount = _linux.MS_REMOUNT | _linux.MS_BIND | _linux.MS_RDONLY | flags
-        try:
-            _linux.mount(None, path, None, remount)
-        except OSError as e:
-            if e.errno not in (2, 22):  # ENOENT, EINVAL: covered by a mask, not reachable
-                raise
-
-
-def agent_child_setup(plan: AgentChildPlan) -> None:
-    """Runs in the forked child. Join the cgroup and build the namespaces while privileged,
-    make the filesystem read-only but for the writable directories, then drop the uid."""
-    try:
-        if plan.cgroup_procs:
-            attach_self(plan.cgroup_procs)
-        if plan.unshare_flags:
-            _linux.unshare(plan.unshare_flags)
-        if plan.userns_ids is not None:
-            uid, gid = plan.userns_ids
-            for path, text in (
-                ("/proc/self/setgroups", "deny"),
-                ("/proc/self/uid_map", f"{uid} {uid} 1"),
-                ("/proc/self/gid_map", f"{gid} {gid} 1"),
-            ):
-                with open(path, "w") as f:
-                    f.write(text)
-        if plan.loopback:
-            loopback_up()
-        if plan.unshare_flags & _linux.CLONE_NEWNS:
-            apply_masks(plan.masks, plan.scratch_mb)
-            for path in plan.writable:  # its own mount, so the read-only pass passes it by
-                _linux.mount(path, path, None, _linux.MS_BIND | _linux.MS_REC)
-            if plan.readonly:
-                scratch = [m.path for m in plan.masks if m.scratch]
-                readonly_rest([*plan.writable, *scratch])
-        os.chdir(plan.workdir)  # after the mounts: the old cwd is on the read-only mount
-        if plan.nproc is not None:
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_NPROC, (plan.nproc, plan.nproc))
-        if plan.uid is not None:
-            os.setgroups([])
-            os.setgid(plan.uid)
-            os.setuid(plan.uid)
-        _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
-        _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)  # after setuid, which clears it
-    except BaseException as e:
-        if plan.err_fd >= 0:
-            with contextlib.suppress(OSError):
-                os.write(plan.err_fd, f"{type(e).__name__}: {e}".encode()[:500])
-        raise
-
-
 # --- ownership of the writable directories -------------------------------------------------
 
 
@@ -225,30 +96,6 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
             with contextlib.suppress(FileNotFoundError):
                 os.lchown(os.path.join(dirpath, name), uid, gid)
     os.lchown(root, uid, gid)
-
-
-def _start_ticks(pid: int) -> int | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(raw[raw.rindex(")") + 2 :].split()[19])
-
-
-class AgentCgroup(PidsCgroup):
-    """A pids cgroup named after its owner, `optarena-agent-<pid>-<start ticks>-<hex>`, so that a
-    sweep can tell a live owner from a dead one whose pid was reused."""
-
-    def __init__(self, base: Path, max_pids: int) -> None:
-        pid = os.getpid()
-        name = f"{CGROUP_PREFIX}{pid}-{_start_ticks(pid)}-{secrets.token_hex(4)}"
-        self.path = base / name
-        self.path.mkdir()
-        try:
-            (self.path / "pids.max").write_text(str(max_pids))
-        except OSError:
-            self.path.rmdir()
-            raise
 
 
 @dataclass
@@ -318,10 +165,10 @@ class AgentSandbox:
         """What must stay reachable: the interpreter (the relay runs on it, and the agent's
         `python3` may be it), PATH (so commands resolve), the readable and writable paths."""
         path_dirs = [os.path.realpath(d) for d in os.environ.get("PATH", "").split(":") if d]
-        path_dirs = [d for d in path_dirs if os.path.isdir(d) and not _under_any(d, self.hidden)]
+        path_dirs = [d for d in path_dirs if os.path.isdir(d) and not under_any(d, self.hidden)]
         # A readable path at or above something hidden or private would unmask it: dropped.
         private = [*self.hidden, *HIDDEN_ALWAYS, *SCRATCH_DIRS]
-        readable = [r for r in self.readable if not any(_under_any(p, [r]) for p in private)]
+        readable = [r for r in self.readable if not any(under_any(p, [r]) for p in private)]
         return sorted(
             {
                 *interpreter_paths(),
@@ -584,64 +431,3 @@ class AgentSandbox:
             "teardown_ms": self.timing.teardown_ms,
             "notes": list(self.notes),
         }
-
-
-# --- after a kill -9 -----------------------------------------------------------------------
-
-
-def _owner_alive(pid: int, ticks: int | None) -> bool:
-    return _start_ticks(pid) == ticks if ticks is not None else Path(f"/proc/{pid}").exists()
-
-
-def sweep_agent_leftovers() -> int:
-    """Kill what agents of dead optarena processes left running: the members of their
-    cgroups (whose name says the owner), and, as root, every process of a sandbox uid whose
-    lease nobody holds. Returns how many processes were killed. Cheap: one /proc scan."""
-    killed = 0
-    base, _why = find_pids_root()
-    if base is not None:
-        for path in base.glob(f"{CGROUP_PREFIX}*"):
-            parts = path.name[len(CGROUP_PREFIX) :].split("-")
-            if len(parts) < 3 or not parts[0].isdigit():
-                continue
-            ticks = int(parts[1]) if parts[1].isdigit() else None
-            if _owner_alive(int(parts[0]), ticks):
-                continue
-            stale = PidsCgroup.__new__(PidsCgroup)
-            stale.path = path
-            killed += stale.kill_all()
-            stale.remove()
-    if os.geteuid() == 0:
-        killed += _sweep_uids()
-    return killed
-
-
-def _sweep_uids() -> int:
-    import fcntl
-
-    from optarena.sandbox._tree import all_pids, real_uid
-    from optarena.sandbox._uids import UID_BASE, UID_SLOTS, _lock_dir
-
-    owners = set()
-    for pid in all_pids():
-        uid = real_uid(pid)
-        if uid is not None and UID_BASE <= uid < UID_BASE + UID_SLOTS:
-            owners.add(uid)
-    if not owners:
-        return 0
-    try:
-        locks = _lock_dir()
-    except OSError:
-        return 0
-    killed = 0
-    for uid in sorted(owners):
-        fd = os.open(locks / f"{uid}.lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)  # a live sandbox holds it
-            continue
-        lease = UidLease(uid, fd)
-        killed += lease.kill_all()
-        lease.release()
-    return killed

@@ -1,0 +1,151 @@
+"""What the agent's first process does between fork and exec: join its cgroup, enter its
+namespaces, bring up a loopback, hide and make read-only, drop to its uid.
+
+Everything here is decided by the parent (`AgentChildPlan`) and runs in the forked child, so it
+imports nothing at call time. Unlike a candidate's worker, the agent keeps `/proc` and `/dev`
+as they are (it runs arbitrary tools: shells, compilers, node) and is not made a child
+subreaper (orphans of its tools go to init, where the cgroup still holds them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from optarena.sandbox import _linux
+from optarena.sandbox._agent_net import loopback_up
+from optarena.sandbox._cgroup import attach_self
+from optarena.sandbox._mounts import Mask, apply_masks
+
+_UNTOUCHED = ("/proc", "/dev")  # kernel interfaces: left as they are (devices stay usable)
+
+MS_NOEXEC = 8
+MS_NOATIME = 1024
+MS_NODIRATIME = 2048
+MS_RELATIME = 1 << 21
+MS_STRICTATIME = 1 << 24
+_MOUNT_FLAGS = {
+    "nosuid": _linux.MS_NOSUID,
+    "nodev": _linux.MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+    "strictatime": MS_STRICTATIME,
+}
+
+
+@dataclass(frozen=True)
+class AgentChildPlan:
+    """Everything the agent's first process does between fork and exec, decided in the parent."""
+
+    workdir: str
+    unshare_flags: int = 0
+    userns_ids: tuple[int, int] | None = None
+    loopback: bool = False
+    masks: tuple[Mask, ...] = ()
+    scratch_mb: int = 64
+    writable: tuple[str, ...] = ()
+    readonly: bool = False
+    cgroup_procs: str | None = None
+    uid: int | None = None
+    nproc: int | None = None
+    err_fd: int = -1
+
+
+def _unescape(field_: str) -> str:
+    """mountinfo escapes space, tab, newline and backslash as octal (`\\040`)."""
+    out, i = [], 0
+    while i < len(field_):
+        if field_[i] == "\\" and field_[i + 1 : i + 4].isdigit() and i + 4 <= len(field_):
+            out.append(chr(int(field_[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(field_[i])
+            i += 1
+    return "".join(out)
+
+
+def under_any(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def mount_points(text: str) -> list[tuple[str, int]]:
+    """(mount point, flags to keep on a read-only remount) of each line of a mountinfo text.
+    The flags kept are the per-mount ones the kernel locks inside a user namespace."""
+    out: list[tuple[str, int]] = []
+    for line in text.splitlines():
+        fields = line.split(" - ", 1)[0].split()
+        if len(fields) < 6:
+            continue
+        flags = 0
+        for opt in fields[5].split(","):
+            flags |= _MOUNT_FLAGS.get(opt, 0)
+        out.append((_unescape(fields[4]), flags))
+    return out
+
+
+def readonly_rest(keep_writable: Sequence[str]) -> None:
+    """Remount every visible mount read-only except those at or under `keep_writable` and the
+    kernel interfaces. A mount that is hidden by a mask (no longer at its path) is skipped."""
+    with open("/proc/self/mountinfo") as f:
+        points = mount_points(f.read())
+    seen: set[str] = set()
+    skip = (*keep_writable, *_UNTOUCHED)
+    for path, flags in reversed(points):  # the topmost mount at a path is listed last
+        if path in seen or under_any(path, skip):
+            continue
+        seen.add(path)
+        remount = _linux.MS_REMOUNT | _linux.MS_BIND | _linux.MS_RDONLY | flags
+        try:
+            _linux.mount(None, path, None, remount)
+        except OSError as e:
+            if e.errno not in (2, 22):  # ENOENT, EINVAL: covered by a mask, not reachable
+                raise
+
+
+def agent_child_setup(plan: AgentChildPlan) -> None:
+    """Runs in the forked child. Join the cgroup and build the namespaces while privileged,
+    make the filesystem read-only but for the writable directories, then drop the uid."""
+    try:
+        if plan.cgroup_procs:
+            attach_self(plan.cgroup_procs)
+        if plan.unshare_flags:
+            _linux.unshare(plan.unshare_flags)
+        if plan.userns_ids is not None:
+            uid, gid = plan.userns_ids
+            for path, text in (
+                ("/proc/self/setgroups", "deny"),
+                ("/proc/self/uid_map", f"{uid} {uid} 1"),
+                ("/proc/self/gid_map", f"{gid} {gid} 1"),
+            ):
+                with open(path, "w") as f:
+                    f.write(text)
+        if plan.loopback:
+            loopback_up()
+        if plan.unshare_flags & _linux.CLONE_NEWNS:
+            apply_masks(plan.masks, plan.scratch_mb)
+            for path in plan.writable:  # its own mount, so the read-only pass passes it by
+                _linux.mount(path, path, None, _linux.MS_BIND | _linux.MS_REC)
+            if plan.readonly:
+                scratch = [m.path for m in plan.masks if m.scratch]
+                readonly_rest([*plan.writable, *scratch])
+        os.chdir(plan.workdir)  # after the mounts: the old cwd is on the read-only mount
+        if plan.nproc is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NPROC, (plan.nproc, plan.nproc))
+        if plan.uid is not None:
+            os.setgroups([])
+            os.setgid(plan.uid)
+            os.setuid(plan.uid)
+        _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
+        _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)  # after setuid, which clears it
+    except BaseException as e:
+        if plan.err_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.write(plan.err_fd, f"{type(e).__name__}: {e}".encode()[:500])
+        raise
