@@ -85,13 +85,14 @@ class Worker:
         os.close(self.r)
 
 
-def test_layout_prefers_v1_and_uses_v2_core_files() -> None:
+def test_layout_prefers_v1_controllers_and_the_v2_freezer() -> None:
     v1 = Hierarchy(1, Path("/c/cpuacct"), frozenset({"cpuacct"}))
     v1f = Hierarchy(1, Path("/c/freezer"), frozenset({"freezer"}))
     v2 = Hierarchy(2, Path("/c/unified"), frozenset())
     layout = plan_layout([v2, v1, v1f])
-    assert layout.chosen == {"cpu": v1, "freezer": v1f}
+    assert layout.chosen == {"cpu": v1, "freezer": v2}  # v2's freezer: no static-key flips
     assert set(layout.why_not) == {"pids", "memory"}
+    assert plan_layout([v1, v1f]).chosen == {"cpu": v1, "freezer": v1f}
     only_v2 = plan_layout([v2])
     assert only_v2.chosen == {"cpu": v2, "freezer": v2}
     with_ctrl = plan_layout([Hierarchy(2, Path("/c"), frozenset({"pids", "memory"}))])

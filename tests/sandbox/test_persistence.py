@@ -277,7 +277,7 @@ SLEEPER = """
 PEEK = """
     import os, signal
     pids = sorted(int(n) for n in os.listdir("/proc") if n.isdigit())
-    print("sees", {other} in pids, {judge} in pids, len(pids))
+    print("sees", {other} in pids, {judge} in pids, len(pids), os.path.exists("/proc/1/cmdline"))
     try:
         os.kill({other}, 0)
         print("signal ok")
@@ -312,6 +312,8 @@ def test_a_worker_cannot_see_or_signal_another_sandbox(tmp_path: Path, policy: s
         signal_line = out.split("\n")[1]
         if policy == "full":
             assert sees[1:3] == ["False", "False"] and int(sees[3]) <= 3, out
+            if CAPS.root:  # init (root, a copy of the judge's process) is hidden too
+                assert sees[4] == "False", out
             assert signal_line == f"signal errno {errno.ESRCH}", out
             assert r.sb.report()["pid"] == "namespace"
         else:  # controls: without the namespace the other arm and the judge are in plain view
@@ -401,8 +403,8 @@ class _Prefer(random.Random):
         super().__init__()
         self.uid = uid
 
-    def shuffle(self, x: list[int]) -> None:  # type: ignore[override]
-        x.sort(key=lambda slot: slot + 1_500_000 != self.uid)
+    def randrange(self, *args: object, **kwargs: object) -> int:  # type: ignore[override]
+        return self.uid - 1_500_000
 
 
 @needs_root

@@ -206,6 +206,9 @@ def _is_mount_point(path: str) -> bool:
 
 def mount_proc() -> None:
     """In the worker, inside its PID namespace: a fresh procfs over /proc, listing only the
-    namespace's processes (the judge, the other arm and every other process disappear)."""
+    namespace's processes (the judge, the other arm and every other process disappear).
+
+    `hidepid=2` also hides processes of other uids: the namespace's init, a root-owned copy of
+    the judge's process, whose command line would otherwise be readable."""
     flags = _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC
-    _linux.mount("proc", "/proc", "proc", flags)
+    _linux.mount("proc", "/proc", "proc", flags, "hidepid=2")

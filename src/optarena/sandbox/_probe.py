@@ -15,6 +15,7 @@ from optarena.sandbox._cgroup import (
     FEATURES,
     Layout,
     WorkerCgroups,
+    candidates,
     find_hierarchies,
     plan_layout,
     sweep_stale,
@@ -38,26 +39,36 @@ class Capabilities:
     readonly_root: str | None = "not probed"  # every mount read-only but chosen ones
 
 
+def _works(layout: Layout) -> str | None:
+    """None if cgroups of this layout can be made and joined by a child, else why not."""
+    try:
+        trial = WorkerCgroups(layout, max_pids=8, memory_bytes=256 << 20)
+    except OSError as e:
+        return f"cannot create a cgroup: {e}"
+    try:
+        failed = try_child(ChildPlan("/", cgroup_procs=trial.procs_files))
+    finally:
+        trial.remove()
+    return None if failed is None else f"cannot join a cgroup: {failed}"
+
+
 def _probe_cgroups() -> Layout:
-    """Which cgroup features work here: each is created, and joined by a throwaway child."""
+    """Which cgroup features work here: for each, the best hierarchy whose cgroup can be made
+    and joined by a throwaway child (a v2 tree without cgroup.freeze falls back to v1)."""
     found, notes = find_hierarchies()
     sweep_stale(h.base for h in found)
-    layout = plan_layout(found, FEATURES, "; ".join(notes))
-    chosen, why_not = dict(layout.chosen), dict(layout.why_not)
-    for feature in list(chosen):
-        try:
-            trial = WorkerCgroups(layout.only([feature]), max_pids=8, memory_bytes=256 << 20)
-        except OSError as e:
-            why_not[feature] = f"cannot create a cgroup: {e}"
-            del chosen[feature]
-            continue
-        try:
-            failed = try_child(ChildPlan("/", cgroup_procs=trial.procs_files))
-        finally:
-            trial.remove()
-        if failed is not None:
-            why_not[feature] = f"cannot join a cgroup: {failed}"
-            del chosen[feature]
+    planned = plan_layout(found, FEATURES, "; ".join(notes))
+    chosen, why_not = {}, dict(planned.why_not)
+    for feature in planned.chosen:
+        reasons = []
+        for h in candidates(found, feature):
+            why = _works(Layout({feature: h}))
+            if why is None:
+                chosen[feature] = h
+                break
+            reasons.append(f"v{h.version}: {why}")
+        else:
+            why_not[feature] = "; ".join(reasons)
     return Layout(chosen, why_not)
 
 

@@ -78,9 +78,10 @@ class UidLease:
 def lease_uid(rng: random.Random | None = None) -> UidLease:
     """Lock a free slot of the reserved range; kill leftovers of a crashed earlier lessee."""
     d = _lock_dir()
-    slots = list(range(UID_SLOTS))
-    (rng or random.SystemRandom()).shuffle(slots)
-    for slot in slots:
+    # A random starting slot, then every slot in turn: as unpredictable as a shuffle for the
+    # first choice, without drawing 4096 random numbers (that took 13 ms per lease).
+    start = (rng or random.SystemRandom()).randrange(UID_SLOTS)
+    for slot in ((start + i) % UID_SLOTS for i in range(UID_SLOTS)):
         uid = UID_BASE + slot
         fd = os.open(d / f"{uid}.lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
         try:
