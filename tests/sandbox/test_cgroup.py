@@ -356,3 +356,74 @@ def test_cgroups_of_dead_judges_are_swept_in_every_hierarchy(tmp_path: Path) -> 
         for d in (*stale, *mine):
             if d.exists():
                 d.rmdir()
+
+
+STRAY_MAKER = """
+    import time
+    if os.fork() == 0:
+        os.setsid()
+        while True:
+            time.sleep(0.01)
+    say("ready")
+    while True:
+        line = os.read(IN, 100)
+        say("alive", line.decode().strip())
+"""
+
+
+def _v1_freezer_caps() -> object:
+    """The probe's capabilities with the freezer taken from cgroup v1 instead."""
+    import dataclasses
+
+    found, _ = find_hierarchies()
+    v1 = [h for h in found if h.version == 1 and h.offers("freezer")]
+    if not v1:
+        return None
+    chosen = {**LAYOUT.chosen, "freezer": v1[0]}
+    return dataclasses.replace(CAPS, cgroups=Layout(chosen, dict(LAYOUT.why_not)))
+
+
+@pytest.mark.parametrize("mode", ["default", "v1-freezer", "sigstop"])
+def test_strays_of_a_frozen_worker_are_killed_and_the_worker_lives_on(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from optarena.sandbox import _sandbox
+
+    if mode == "v1-freezer":
+        caps = _v1_freezer_caps()
+        if caps is None:
+            pytest.skip("no cgroup v1 freezer")
+        monkeypatch.setattr(_sandbox, "probe", lambda: caps)
+    policy = SandboxPolicy(freezer=mode != "sigstop")
+    r, w = os.pipe()
+    try:
+        code = STRAY_MAKER.replace("IN, 100", f"{r}, 100")
+        work = tmp_path / "work"
+        work.mkdir()
+        sb = Sandbox(work, LIMITS, policy)
+        out_r, out_w = os.pipe()
+        full = f"import os\nOUT = {out_w}\n{SAY}" + textwrap.dedent(code)
+        sb.spawn([sys.executable, "-I", "-c", full], env={}, pass_fds=(r, out_w))
+        os.close(out_w)
+        try:
+            assert select.select([out_r], [], [], 20)[0]
+            assert os.read(out_r, 100).startswith(b"ready")
+            time.sleep(0.05)
+            assert len(sb.strays()) == 1
+            if mode == "v1-freezer":
+                assert sb.freeze_method == "freezer"
+            sb.freeze()
+            t0 = time.monotonic()
+            assert sb.kill_strays() == 1
+            assert time.monotonic() - t0 < 1.0
+            assert sb.strays() == set()
+            sb.thaw()
+            os.write(w, b"ping\n")
+            assert select.select([out_r], [], [], 20)[0]
+            assert os.read(out_r, 100) == b"alive ping\n"
+        finally:
+            sb.close()
+            os.close(out_r)
+    finally:
+        os.close(r)
+        os.close(w)

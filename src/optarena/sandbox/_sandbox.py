@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -57,8 +58,10 @@ from optarena.sandbox._tree import (
     is_zombie,
     namespace_of,
     pids_in_namespace,
+    signal_all,
     stop_all,
     stop_then_kill,
+    wait_dead,
 )
 from optarena.sandbox._uids import UidLease, lease_uid
 
@@ -408,6 +411,18 @@ class Sandbox:
         return {p for p in self.members() if p not in ours and not is_zombie(p)}
 
     def kill_strays(self) -> int:
+        """SIGKILL every stray, frozen or not; returns how many."""
+        if self._frozen and self._sources[1] == "freezer":
+            # A task frozen by the v1 freezer acts on SIGKILL only once thawed (v2-frozen and
+            # SIGSTOPped ones die at once). Leaving the freezer, a task handles a pending
+            # SIGKILL before running any code of its own; the worker runs for the moment
+            # between thaw and freeze.
+            strays = self.strays()
+            signal_all(strays, signal.SIGKILL)
+            self.thaw()
+            self.freeze()
+            wait_dead(strays)
+            return len(strays) + stop_then_kill(lambda: self.strays() - strays)
         return stop_then_kill(self.strays)
 
     # -- accounting and freezing (the judge's clocks live outside the worker) ----------------

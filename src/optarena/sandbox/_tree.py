@@ -176,8 +176,13 @@ def stop_then_kill(collect: Callable[[], set[int]], rounds: int = 50) -> int:
         signal_all(new, signal.SIGSTOP)
         seen |= new
     signal_all(seen, signal.SIGKILL)
-    # A stopped process receiving SIGKILL dies at once; wait briefly until /proc agrees.
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline and any(not is_zombie(p) for p in seen):
-        time.sleep(0.002)
+    wait_dead(seen)  # a stopped process receiving SIGKILL dies at once
     return len(seen)
+
+
+def wait_dead(pids: Iterable[int], timeout_s: float = 2.0) -> None:
+    """Wait (briefly) until /proc shows each of `pids` dead or a zombie."""
+    pids = list(pids)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(not is_zombie(p) for p in pids):
+        time.sleep(0.002)
