@@ -58,7 +58,7 @@ CHEATS = [
     Cheat(
         "filled-later-by-thread",
         "rmsnorm",
-        "output_changed_after_return",
+        "out_of_tolerance",  # judged as the output was at return: zeros
         rms(
             "    out = np.zeros_like(x)\n"
             "    def fill():\n        time.sleep(0.002)\n"
@@ -121,7 +121,7 @@ CHEATS = [
     Cheat(
         "return-the-input",
         "softmax",
-        "output_aliases_input",
+        "input_mutated",  # inputs are read-only: computing in place is refused
         smx(
             "    x -= np.max(x, axis=-1, keepdims=True)\n    np.exp(x, out=x)\n"
             "    x /= np.sum(x, axis=-1, keepdims=True)\n    return x"
@@ -157,7 +157,7 @@ CHEATS = [
     Cheat(
         "honest-only-while-warming-up",
         "softmax",
-        "history_dependent",
+        "out_of_tolerance",
         smx(
             "    global _n\n    _n += 1\n    if _n > 4:\n"
             "        return np.full_like(x, 1.0 / x.shape[-1])\n"
@@ -385,5 +385,74 @@ CHEATS = [
         "open_files_limit",
         smx("    keep = [open('f%d' % i, 'w') for i in range(10_000)]\n    return keep"),
         limits="[limits]\nopen_files = 32\ncall_timeout_s = 3.0\nload_timeout_s = 10.0\n",
+    ),
+    # -- inputs it could predict (issue 9, class 6): every open part of the contract varies --
+    Cheat(
+        "correct-only-on-declared-shapes",
+        "rmsnorm",
+        "out_of_tolerance",
+        rms(
+            f"    if x.shape in _known:\n        return {RMS}\n    return np.zeros_like(x)",
+            "_known = {(16, 4096), (2, 256, 4096), (8, 1024), (3, 37, 1001), (4, 1024), "
+            "(1, 4096), (7, 1)}",
+        ),
+    ),
+    Cheat(
+        "eps-hard-coded-for-timed-shapes",
+        "rmsnorm",
+        "out_of_tolerance",
+        rms(
+            f"    if x.shape in ((16, 4096), (2, 256, 4096)):\n        eps = 1e-6\n    return {RMS}"
+        ),
+    ),
+    Cheat(
+        "recognises-the-weight-pattern",
+        "rmsnorm",
+        "out_of_tolerance",
+        rms(
+            "    w = weight.astype(np.float64)\n"
+            "    if w.size > 8 and abs(w.mean() - 1) < 0.15 and 0.35 < w.std() < 0.65:\n"
+            f"        return {RMS}\n"
+            "    return (x * 0).astype(x.dtype)"
+        ),
+    ),
+    Cheat(
+        "correct-only-for-c-contiguous-rmsnorm",
+        "rmsnorm",
+        "out_of_tolerance",
+        rms(
+            "    if not (x.flags.c_contiguous and weight.flags.c_contiguous):\n"
+            "        return np.zeros(x.shape, np.float32)\n"
+            f"    return {RMS}"
+        ),
+    ),
+    Cheat(
+        "correct-only-on-declared-softmax-shapes",
+        "softmax",
+        "out_of_tolerance",
+        smx(
+            f"    if x.shape in _known:\n        {SMX_PRE}\n        return {SMX}\n"
+            "    return np.full(x.shape, 1.0 / x.shape[-1], np.float32)",
+            "_known = {(8, 32000), (16, 256, 256), (3, 17, 999), (4, 1000), (1, 32000), (16, 1)}",
+        ),
+    ),
+    # -- the input contract, broken only where it might not be looked at (class 4) ---------
+    Cheat(
+        "mutate-and-return-the-input",
+        "rmsnorm",
+        "input_mutated",
+        rms(
+            "    x *= (1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps))\n"
+            "    x *= weight\n    return x"
+        ),
+    ),
+    Cheat(
+        "make-the-input-writable-then-write",
+        "softmax",
+        "raised",
+        smx(
+            "    x.flags.writeable = True\n    x -= x.max(axis=-1, keepdims=True)\n"
+            "    np.exp(x, out=x)\n    x /= x.sum(axis=-1, keepdims=True)\n    return x"
+        ),
     ),
 ]

@@ -57,10 +57,14 @@ CASES = {
         "    return (x / np.sqrt((x*x).mean(-1, keepdims=True) + eps) * weight).ravel()\n",
         "wrong_shape",
     ),
-    "returns_input_view": (
+    "writes_its_result_into_the_input": (
         "import numpy as np\ndef rmsnorm(x, weight, *, eps):\n"
         "    out = x / np.sqrt((x*x).mean(-1, keepdims=True) + eps) * weight\n"
         "    x[...] = out\n    return x\n",
+        "input_mutated",  # inputs are read-only views of the judge's sealed memory
+    ),
+    "returns_input_view": (
+        "import numpy as np\ndef rmsnorm(x, weight, *, eps):\n    return x.view()\n",
         "output_aliases_input",
     ),
 }

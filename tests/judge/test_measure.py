@@ -55,15 +55,16 @@ def rmsnorm(x, weight, *, eps):
 """
 )
 
-# Rewrites the worker's bound clocks so that every call seems 20x faster.
+# Rewrites every clock the candidate's process has so that every call seems 20x faster.
 CLOCK_TAMPER = (
     BASE
     + """
-import __main__
+import time
 
-_wall, _cpu = __main__._perf_ns, __main__._thread_cpu_ns
-__main__._perf_ns = lambda: _wall() // 20
-__main__._thread_cpu_ns = lambda: _cpu() // 20
+_wall, _cpu = time.perf_counter_ns, time.thread_time_ns
+time.perf_counter_ns = lambda: _wall() // 20
+time.thread_time_ns = lambda: _cpu() // 20
+time.perf_counter = lambda: _wall() / 20e9
 
 
 def rmsnorm(x, weight, *, eps):
@@ -110,7 +111,9 @@ def test_a_planted_2x_slowdown_is_regressed(small_task: Task, cand: Callable[[st
     assert result.verdict == "accepted"
     m = result.metrics
     assert m is not None and m["verdict"] == "regressed", m and m["overall"]
-    assert m["overall"]["ratio"] > 1.5
+    # Each call is one request, woken from a frozen process: the protocol's fixed cost per call
+    # (hundreds of us of CPU on a virtual machine) dilutes a 2x slowdown of the function.
+    assert m["overall"]["ratio"] > 1.2
     assert m["stop"]["reason"] in ("decided", "precise", "budget")
     # raw samples, in order, for every pair: rounds x 2 slots x calls per slot, both arms
     for w in m["workloads"]:
@@ -141,16 +144,15 @@ def test_wrong_only_while_timed_is_rejected_without_metrics(
     assert any("while timed" in r for r in result.reasons)
 
 
-def test_a_tampered_clock_is_caught_by_os_accounting(
-    small_task: Task, cand: Callable[[str], Path]
-) -> None:
-    # The worker's guard would flag the patched globals first; without it, the OS cross-check
-    # must still reject the candidate.
+def test_tampered_clocks_change_nothing(small_task: Task, cand: Callable[[str], Path]) -> None:
+    # With the guard off (which would flag the patched module), the clocks that time the call
+    # are still the judge's and the kernel's: the candidate is the baseline, and measures so.
     options = JudgeOptions(budget_s=BUDGET_S, sandbox=SandboxPolicy(guard=False))
     result = judge(small_task, cand(CLOCK_TAMPER), options)
-    assert result.verdict == "rejected", result.metrics and result.metrics["overall"]
-    assert result.metrics is None
-    assert "timing_tampered" in result.reason_codes
+    assert result.verdict == "accepted", result.reasons
+    m = result.metrics
+    assert m is not None and m["verdict"] != "improved", m["overall"]
+    assert m["overall"]["ratio"] > 0.8
 
 
 def test_compare_two_candidates(small_task: Task, cand: Callable[[str], Path]) -> None:

@@ -96,18 +96,7 @@ def test_error_codes_name_the_limit() -> None:
     assert _guard.error_code(BlockingIOError(errno.EAGAIN, "fork")) == "process_limit"
     assert _guard.error_code(RuntimeError("can't start new thread")) == "process_limit"
     assert _guard.error_code(ValueError("x")) == "raised"
-
-
-def test_output_watch_sees_a_later_write_and_a_reused_buffer() -> None:
-    watch = _guard.OutputWatch()
-    out = np.arange(6, dtype=np.float32)
-    snap = watch.returned(out, out)
-    assert snap is not out and np.array_equal(snap, out)
-    assert watch.late_changes() == []  # the reply for this call
-    out[0] = 42.0  # written after return
-    watch.returned(out, out)  # the next call returns the same buffer
-    assert [f["code"] for f in watch.late_changes()] == ["output_changed_after_return"]
-    assert watch.late_changes() == []
+    assert _guard.error_code(ValueError("assignment destination is read-only")) == "input_mutated"
 
 
 def test_precision_downcast_needs_many_narrow_values() -> None:

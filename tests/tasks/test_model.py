@@ -47,7 +47,7 @@ INVALID = [
     # (old text, new text, field named in the error, words of the expectation)
     ('id = "rmsnorm"', 'id = "RMS Norm"', "id", "lower-case"),
     ('id = "rmsnorm"\n', "", "id", "required"),
-    ('version = "1.0.0"', 'version = "1.0"', "version", "MAJOR.MINOR.PATCH"),
+    ('version = "1.1.0"', 'version = "1.0"', "version", "MAJOR.MINOR.PATCH"),
     ('title = "RMSNorm', 'titel = "RMSNorm', "title", "field 'titel': is not a known field"),
     ('editable = ["solution.py"]', "editable = []", "editable", "at least 1"),
     ('editable = ["solution.py"]', 'editable = "solution.py"', "editable", "list"),

@@ -10,10 +10,14 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import numpy as np
+
+from optarena.judge._arena import InputArena, OutputArena
 from optarena.judge.worker import _wire as wire
 from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy
 from optarena.tasks import Limits
@@ -34,6 +38,19 @@ WORKER_THREAD_ENV = {
     "MALLOC_TRIM_THRESHOLD_": "1073741824",
 }
 _PASSTHROUGH = ("PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "SYSTEMROOT")
+
+
+@dataclass
+class CallResult:
+    """One call as the judge saw it: the reply (data only), the output read from shared memory
+    after the worker was frozen, the judge's wall time and the kernel's CPU time of the call,
+    and the first input whose bytes changed (None: all intact)."""
+
+    reply: dict[str, Any]
+    output: np.ndarray | None
+    wall_ns: int
+    cpu_ns: int | None
+    input_changed: int | None
 
 
 class WorkerError(Exception):
@@ -95,9 +112,11 @@ class WorkerClient:
         policy: SandboxPolicy | None = None,
         protect: Sequence[Path] = (),
         prefix: Sequence[str] = (),
+        arena_bytes: tuple[int, int] | None = None,
     ) -> None:
         """`protect`: paths the candidate must not read (the task package), hidden where the
-        machine allows and watched by the worker's guard."""
+        machine allows and watched by the worker's guard. `arena_bytes`: sizes of the input
+        and output areas for `call` (None: a worker that only counts instructions)."""
         self.workdir = workdir
         self.limits = limits
         self.log_path = log_path
@@ -115,22 +134,95 @@ class WorkerClient:
         self._to_worker = self._from_worker = -1
         self._ids = itertools.count(1)
         self.proc: Any = None
+        self.arena_bytes = arena_bytes
+        self.inputs: InputArena | None = None
+        self.outputs: OutputArena | None = None
+        self._arena_fds: dict[str, int] = {}
+        self.frozen = False
+        self.freeze_problem: str | None = None  # why the worker could not be frozen, if so
 
     def start(self) -> None:
         judge_r, worker_w = os.pipe()
         worker_r, judge_w = os.pipe()
         argv = [sys.executable, "-I", str(WORKER_SCRIPT), str(worker_r), str(worker_w)]
-        with open(self.log_path, "ab") as log:
-            self.proc = self.sandbox.spawn(
-                [*self.prefix, *argv],
-                env=worker_env(self.workdir),
-                pass_fds=(worker_r, worker_w),
-                stdout=log,
-                stderr=log,
-            )
-        os.close(worker_r)
-        os.close(worker_w)
+        extra: list[int] = []
+        if self.arena_bytes is not None:
+            self.inputs = InputArena(self.arena_bytes[0])
+            self.outputs = OutputArena(self.arena_bytes[1])
+            self._arena_fds = {"in_fd": self.inputs.worker_fd(), "out_fd": os.dup(self.outputs.fd)}
+            extra = list(self._arena_fds.values())
+        try:
+            with open(self.log_path, "ab") as log:
+                self.proc = self.sandbox.spawn(
+                    [*self.prefix, *argv],
+                    env=worker_env(self.workdir),
+                    pass_fds=(worker_r, worker_w, *extra),
+                    stdout=log,
+                    stderr=log,
+                )
+        finally:
+            for fd in (worker_r, worker_w, *extra):
+                os.close(fd)
         self._to_worker, self._from_worker = judge_w, judge_r
+
+    def hello_extras(self) -> dict[str, Any]:
+        """The shared areas, named by the descriptor numbers the worker inherited."""
+        if self.inputs is None or self.outputs is None:
+            return {}
+        return {
+            "arena": {
+                "in_fd": self._arena_fds["in_fd"],
+                "in_size": self.inputs.size,
+                "out_fd": self._arena_fds["out_fd"],
+                "out_size": self.outputs.size,
+            }
+        }
+
+    def freeze(self) -> None:
+        """Stop the worker's whole tree (between calls nothing of the candidate may run)."""
+        if self.frozen or self.freeze_problem is not None or self.proc is None:
+            return
+        try:
+            self.sandbox.freeze()
+            self.frozen = True
+        except OSError as e:
+            self.freeze_problem = f"cannot freeze the worker: {e}"
+
+    def thaw(self) -> None:
+        if self.frozen:
+            self.sandbox.thaw()
+            self.frozen = False
+
+    def call(self, args: list[Any], kwargs: dict[str, Any], timeout: float) -> CallResult:
+        """One call, timed from outside the candidate's process.
+
+        The worker is frozen while the judge writes the inputs; the kernel's CPU count of its
+        cgroup is read before it is thawed and after it is frozen again, so every cycle any of
+        its threads or children spent in between is counted; the judge's clock runs from
+        sending the request to the reply. Raises WorkerError like `request`.
+        """
+        if self.inputs is None or self.outputs is None:
+            raise RuntimeError("this worker has no shared areas (arena_bytes)")
+        arrays = [a for a in [*args, *kwargs.values()] if isinstance(a, np.ndarray)]
+        self.freeze()
+        wargs, wkwargs, placed = self.inputs.place(args, kwargs)
+        cpu0 = self.sandbox.cpu_ns()
+        self.thaw()
+        t0 = time.perf_counter_ns()
+        reply = self._exchange({"op": "call", "args": wargs, "kwargs": wkwargs}, timeout)
+        t1 = time.perf_counter_ns()
+        self.freeze()
+        cpu1 = self.sandbox.cpu_ns()
+        output = None
+        if reply.get("ok") and isinstance(reply.get("output"), dict):
+            output = self.outputs.read(reply["output"])
+        return CallResult(
+            reply=reply,
+            output=output,
+            wall_ns=t1 - t0,
+            cpu_ns=None if cpu0 is None or cpu1 is None else cpu1 - cpu0,
+            input_changed=self.inputs.intact(placed, arrays),
+        )
 
     def guard_config(self) -> dict[str, Any]:
         """What the worker's guard protects: the task package and the judge's /proc entry."""
@@ -150,8 +242,18 @@ class WorkerClient:
                 return
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One request other than a call: the worker runs only while it is being answered."""
         if msg.get("op") == "load" and self.policy.guard and "guard" not in msg:
             msg = {**msg, "guard": self.guard_config()}
+        if msg.get("op") == "hello":
+            msg = {**msg, **self.hello_extras()}
+        self.thaw()
+        reply = self._exchange(msg, timeout)
+        if self.inputs is not None:
+            self.freeze()
+        return reply
+
+    def _exchange(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         msg = {**msg, "id": next(self._ids)}
         try:
             wire.send(self._to_worker, msg)
@@ -209,6 +311,8 @@ class WorkerClient:
 
     def close(self, graceful: bool = True) -> None:
         """Ask the worker to exit (when it is known to be idle), then end its whole tree."""
+        with contextlib.suppress(OSError):
+            self.thaw()  # a frozen process cannot act on a signal, not even SIGKILL (v1)
         if graceful and self.proc is not None and self.proc.poll() is None:
             try:
                 wire.send(self._to_worker, {"op": "exit"})
@@ -221,6 +325,9 @@ class WorkerClient:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self._to_worker = self._from_worker = -1
+        for arena in (self.inputs, self.outputs):
+            if arena is not None:
+                arena.close()
 
     def __enter__(self) -> WorkerClient:
         self.start()

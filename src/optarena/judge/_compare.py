@@ -97,7 +97,7 @@ def compare(
     with tempfile.TemporaryDirectory(prefix="optarena-compare-") as tmp:
         t1 = time.monotonic()
         dirs = (Path(a_dir), Path(b_dir))
-        main = compare_dirs(task, dirs, Path(tmp), MAIN_STREAM, opts, labels, ("a", "b"))
+        main = compare_dirs(task, dirs, Path(tmp), MAIN_STREAM, opts, labels)
         result.timings_s["measurement"] = round(time.monotonic() - t1, 3)
         if main.failure is not None:
             f = main.failure

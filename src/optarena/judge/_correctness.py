@@ -10,23 +10,22 @@ from typing import Any
 
 import numpy as np
 
+from optarena.judge._arena import arena_bytes
+from optarena.judge._call_checks import contract_findings, returned
 from optarena.judge._checks import (
     Finding,
     check_dtype,
     check_finite,
-    check_inputs_unmodified,
-    check_no_alias,
     check_precision,
     check_shape,
     check_tolerance,
-    check_type,
     digest,
     fail,
     is_stale,
     ok,
     tolerance_violations,
 )
-from optarena.judge._client import WorkerClient, WorkerError
+from optarena.judge._client import CallResult, WorkerClient, WorkerError
 from optarena.judge._result import Check
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task, Tolerance, Workload
@@ -50,17 +49,18 @@ def expected_dtype(workload: Workload, inputs: list[np.ndarray]) -> np.dtype[Any
 
 
 def evaluate_call(
-    reply: dict[str, Any],
+    result: CallResult,
     ref: np.ndarray,
-    inputs: list[np.ndarray],
     dtype: np.dtype[Any],
     tol: Tolerance,
     earlier: set[bytes],
 ) -> list[Finding]:
     """All checks for one successful call, in order; numeric checks only when they make sense."""
-    findings = [check_type(reply.get("output"))]
-    out = reply.get("output")
-    if isinstance(out, np.ndarray):
+    out = returned(result, ref.shape)
+    if isinstance(out, Finding):
+        findings = [out]
+    else:
+        findings = [ok("output_type", "numpy.ndarray")]
         shape = check_shape(out, ref)
         findings += [shape, check_dtype(out, dtype)]
         if shape.passed:
@@ -76,11 +76,7 @@ def evaluate_call(
             findings.append(tolerance)
             if not tolerance.passed:
                 findings.append(check_precision(out))
-    findings.append(check_inputs_unmodified(inputs, list(reply.get("inputs_after") or [])))
-    findings.append(check_no_alias(bool(reply.get("aliases"))))
-    if reply.get("lazy"):
-        findings.append(fail("lazy", "lazy_output", f"the output is {reply['lazy']}"))
-    return findings
+    return findings + contract_findings(result)
 
 
 def remember_if_replayable(out: Any, ref: np.ndarray, tol: Tolerance, earlier: set[bytes]) -> None:
@@ -172,10 +168,43 @@ def stray_findings(worker: WorkerClient) -> list[Finding]:
 
 
 FAILED_VALUE_CHECKS = ("tolerance", "finite")
+_PLAN_TAG = 0x91A9  # keeps the call plan's random stream apart from the inputs' streams
 
 
 def _values_failed(findings: list[Finding]) -> bool:
     return any(f.name in FAILED_VALUE_CHECKS and not f.passed for f in findings)
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """One correctness call: which workload, its index there, and its inputs (judge-only)."""
+
+    wi: int
+    ci: int
+    args: list[Any]
+    kwargs: dict[str, Any]
+
+
+def plan_calls(task: Task, seed: int) -> list[PlannedCall]:
+    """Every correctness call, from the secret seed: how many per workload (between the task's
+    count and twice it) and in what order (workloads interleaved at random), so a candidate
+    cannot count its way to the end of the checked calls or tell which workload comes next."""
+    rng = np.random.default_rng(derive_seed(seed, _PLAN_TAG))
+    n = task.spec.correctness.calls_per_workload
+    calls = []
+    for wi, workload in enumerate(task.spec.workloads):
+        for ci in range(n + int(rng.integers(0, n + 1))):
+            args, kwargs = task.generator(workload, derive_seed(seed, wi, ci))
+            calls.append(PlannedCall(wi, ci, args, kwargs))
+    order = rng.permutation(len(calls))
+    return [calls[int(i)] for i in order]
+
+
+def area_sizes(calls: list[list[np.ndarray]]) -> tuple[int, int]:
+    """Input and output areas for these calls: the inputs with their layouts, and room for an
+    output four times the largest call's input bytes (a wrong shape beyond that is rejected)."""
+    biggest = max((sum(a.nbytes for a in arrays) for arrays in calls), default=0)
+    return arena_bytes(calls), 4 * biggest + (1 << 20)
 
 
 @dataclass
@@ -186,83 +215,93 @@ class _Session:
     worker: WorkerClient
     seed: int
     deadline: float
+    calls: list[PlannedCall]
     rec: Recorder = field(default_factory=Recorder)
     earlier: set[bytes] = field(default_factory=set)
-    first_pass: tuple[int, int] | None = None
+    first_pass: PlannedCall | None = None
     replayed: bool = False
 
-    def _call(self, wi: int, ci: int) -> tuple[dict[str, Any], list[Finding]] | None:
+    def _call(self, call: PlannedCall) -> tuple[dict[str, Any], list[Finding]] | None:
         """One call on fresh inputs; the oracle runs only after the candidate has answered,
         so the expected output never exists while candidate code runs."""
-        workload = self.task.spec.workloads[wi]
-        args, kwargs = self.task.generator(workload, derive_seed(self.seed, wi, ci))
-        inputs = array_inputs(args, kwargs)
+        workload = self.task.spec.workloads[call.wi]
+        inputs = array_inputs(call.args, call.kwargs)
         left = self.deadline - time.monotonic()
-        timeout = min(self.task.spec.limits.call_timeout_s, left)
+        timeout = max(min(self.task.spec.limits.call_timeout_s, left), 1e-3)
         try:
-            reply = self.worker.request({"op": "call", "args": args, "kwargs": kwargs}, timeout)
+            result = self.worker.call(call.args, call.kwargs, timeout)
         except WorkerError as e:
-            self.rec.add(fail("call", e.code, e.detail), workload.name, ci)
+            detail = e.detail
+            if e.code == "timeout" and left < self.task.spec.limits.call_timeout_s:
+                detail = f"total time limit {self.task.spec.limits.total_timeout_s:g} s reached"
+            self.rec.add(fail("call", e.code, detail), workload.name, call.ci)
             return None
+        reply = result.reply
         findings = guard_findings(reply) + stray_findings(self.worker)
         if not reply.get("ok"):
             findings.append(fail("call", str(reply.get("code")), str(reply.get("error"))))
             return reply, findings
-        ref = np.asarray(self.task.oracle(*args, **kwargs), dtype=np.float64)
+        ref = np.asarray(self.task.oracle(*call.args, **call.kwargs), dtype=np.float64)
         dtype = expected_dtype(workload, inputs)
         tol = self.task.spec.tolerance
-        checks = evaluate_call(reply, ref, inputs, dtype, tol, self.earlier)
+        checks = evaluate_call(result, ref, dtype, tol, self.earlier)
         findings = [ok("call"), *checks, *findings]
-        remember_if_replayable(reply.get("output"), ref, tol, self.earlier)
+        remember_if_replayable(result.output, ref, tol, self.earlier)
         return reply, findings
 
-    def _replay_first_pass(self, wi: int, ci: int) -> None:
+    def _replay_first_pass(self, call: PlannedCall) -> None:
         """After a wrong value: the inputs of the first correct call, again. Wrong now means the
         result depends on how many calls came before (warm-up detection), not on the input."""
         if self.first_pass is None or self.replayed:
             return
         self.replayed = True
-        pw, pc = self.first_pass
+        first = self.first_pass
         earlier, self.earlier = self.earlier, set()  # a replay is not a replay of itself
-        result = self._call(pw, pc)
+        result = self._call(first)
         self.earlier = earlier
         if result is not None and _values_failed(result[1]):
-            name = self.task.spec.workloads[pw].name
+            name = self.task.spec.workloads[first.wi].name
             detail = (
-                f"call {pc} of workload '{name}' was correct earlier, but the same inputs now "
-                "give a wrong output: the behaviour depends on the call history (warm-up "
+                f"call {first.ci} of workload '{name}' was correct earlier, but the same inputs "
+                "now give a wrong output: the behaviour depends on the call history (warm-up "
                 "detection, a call counter), not on the inputs"
             )
-            here = self.task.spec.workloads[wi].name
-            self.rec.add(fail("history", "history_dependent", detail), here, ci)
+            here = self.task.spec.workloads[call.wi].name
+            self.rec.add(fail("history", "history_dependent", detail), here, call.ci)
 
     def run_calls(self) -> None:
         spec = self.task.spec
-        for wi, workload in enumerate(spec.workloads):
-            for ci in range(spec.correctness.calls_per_workload):
-                if self.deadline - time.monotonic() <= 0:
-                    total = spec.limits.total_timeout_s
-                    detail = f"total time limit {total:g} s exceeded"
-                    self.rec.add(fail("judgement", "timeout", detail), None)
-                    return
-                result = self._call(wi, ci)
-                if result is None:
-                    return
-                reply, findings = result
-                for finding in findings:
-                    self.rec.add(finding, workload.name, ci)
-                if not reply.get("ok"):
-                    break
-                if _values_failed(findings):
-                    self._replay_first_pass(wi, ci)
-                elif self.first_pass is None and all(f.passed for f in findings):
-                    self.first_pass = (wi, ci)
+        failed: set[int] = set()  # workloads whose call raised: no more calls there
+        for call in self.calls:
+            if call.wi in failed:
+                continue
+            if self.deadline - time.monotonic() <= 0:
+                total = spec.limits.total_timeout_s
+                detail = f"total time limit {total:g} s exceeded"
+                self.rec.add(fail("judgement", "timeout", detail), None)
+                return
+            result = self._call(call)
+            if result is None:
+                return
+            reply, findings = result
+            workload = spec.workloads[call.wi]
+            for finding in findings:
+                self.rec.add(finding, workload.name, call.ci)
+            if not reply.get("ok"):
+                failed.add(call.wi)
+                continue
+            if _values_failed(findings):
+                self._replay_first_pass(call)
+            elif self.first_pass is None and all(f.passed for f in findings):
+                self.first_pass = call
 
     def settle(self) -> None:
-        """A short pause, then: did the last output change after return, is anything left?"""
+        """A short pause, then: did the guard see anything at the end, is anything left?"""
         left = self.deadline - time.monotonic()
+        if left <= 0:
+            return
         try:
-            timeout = max(min(left, 5.0), 1.0)
+            timeout = max(min(left, 5.0), 1e-3)
             reply = self.worker.request({"op": "settle", "delay_s": 0.05}, timeout)
         except WorkerError as e:
             self.rec.add(fail("settle", e.code, e.detail), None)
@@ -284,8 +323,12 @@ def run_correctness(
     spec = task.spec
     limits = spec.limits
     info: dict[str, Any] = {}
-    with WorkerClient(candidate_dir, limits, log_path, policy=policy, protect=[task.root]) as w:
-        session = _Session(task, w, seed, deadline)
+    calls = plan_calls(task, seed)
+    sizes = area_sizes([array_inputs(c.args, c.kwargs) for c in calls])
+    with WorkerClient(
+        candidate_dir, limits, log_path, policy=policy, protect=[task.root], arena_bytes=sizes
+    ) as w:
+        session = _Session(task, w, seed, deadline, calls)
         rec = session.rec
         load_timeout = max(min(limits.load_timeout_s, deadline - time.monotonic()), 1e-3)
         try:

@@ -16,10 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from optarena.errors import OptarenaError
-from optarena.judge._checks import fail
 from optarena.judge._correctness import derive_seed
-from optarena.judge._integrity import check_against_reference
-from optarena.judge._measure_pair import ARMS, ArmFailure, PairPlan, PairRecord, PairSession
+from optarena.judge._integrity import ArmCalls, check_waiting
+from optarena.judge._measure_pair import (
+    ARMS,
+    ArmFailure,
+    DeadlineReached,
+    PairPlan,
+    PairRecord,
+    PairSession,
+)
 from optarena.judge._measure_report import OVERALL, Report
 from optarena.judge._metrics import Clock, Comparison, Integrity, Protocol, StopReason
 from optarena.judge._stats import Estimate, decided, estimate, log_threshold, mean_rows
@@ -28,8 +34,6 @@ from optarena.tasks import Task
 
 Progress = Callable[[str, float], None]
 _INTERIM = 1000  # bootstrap resamples for the interim stop decisions
-# With CPU time missing, wall time unexplained beyond this share of the allowance is tampering.
-TAMPER_WALL_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -124,8 +128,8 @@ class Measurement:
         self.cpus = _cpus()
         self.offset = derive_seed(seed, 0xC9, stream) % max(1, len(self.cpus))
 
-    def run(self, labels: dict[str, str], subjects: Sequence[str] = ("b",)) -> Outcome:
-        """Measure; a failure of an arm while timed, or tampering by a subject, ends it."""
+    def run(self, labels: dict[str, str]) -> Outcome:
+        """Measure; a failure of either arm while timed ends it."""
         t0 = time.monotonic()
         pairs: list[PairRecord] = []
         try:
@@ -134,10 +138,6 @@ class Measurement:
             return Outcome(failure=failure)
         used = time.monotonic() - t0
         integrity = integrity_checks(pairs, self.workloads)
-        tampered = tampering(integrity, subjects)
-        if tampered is not None:
-            finding = fail("timing", "timing_tampered", tampered.detail)
-            return Outcome(failure=ArmFailure(tampered.arm, finding, tampered.workload))
         clock, note = choose_clock(integrity)
         estimates = {
             w: self._estimate([p.workloads[w].log_ratio(clock) for p in pairs])
@@ -152,7 +152,14 @@ class Measurement:
 
     def _pair_plan(self) -> PairPlan:
         p = self.plan
-        return PairPlan(p.warmup_calls, p.calls_per_slot, p.rounds_per_pair, self.seed, self.stream)
+        return PairPlan(
+            p.warmup_calls,
+            p.calls_per_slot,
+            p.rounds_per_pair,
+            self.seed,
+            self.stream,
+            self.deadline,
+        )
 
     def _cpu(self, index: int) -> int | None:
         if not self.cpus:
@@ -162,8 +169,8 @@ class Measurement:
     def _loop(self, pairs: list[PairRecord], t0: float) -> StopReason:
         """Add pairs until decided, precise, out of budget, at the pair limit or the deadline.
 
-        Interim decisions use the CPU clock (the one verdicts normally use) and fewer
-        bootstrap resamples; the final estimate is recomputed in full.
+        Interim decisions use the CPU clock where the machine has one (the one verdicts
+        normally use) and fewer bootstrap resamples; the final estimate is recomputed in full.
         """
         plan, limits = self.plan, self.task.spec.limits
         while len(pairs) < plan.max_pairs:
@@ -184,9 +191,12 @@ class Measurement:
                 limits.call_timeout_s,
                 self.policy,
             )
-            pairs.append(session.run())
+            try:
+                pairs.append(session.run())
+            except DeadlineReached:
+                return "deadline"  # the unfinished pair does not count
             if len(pairs) >= plan.min_pairs:
-                xs = overall_log_ratios(pairs, self.workloads, "cpu")
+                xs = overall_log_ratios(pairs, self.workloads, _interim_clock(pairs))
                 e = estimate(xs, plan.confidence, self.boot_seed, plan.min_pairs, _INTERIM)
                 if decided(e, plan.min_effect, plan.precision):
                     hw = e.half_width
@@ -221,55 +231,39 @@ class Measurement:
         )
 
 
+def _interim_clock(pairs: Sequence[PairRecord]) -> Clock:
+    has_cpu = all(s.cpu["a"] and s.cpu["b"] for p in pairs for s in p.workloads.values())
+    return "cpu" if has_cpu else "wall"
+
+
 def integrity_checks(pairs: Sequence[PairRecord], workloads: Sequence[str]) -> list[Integrity]:
-    """Both clocks of both arms against the other arm, per workload, pair by pair."""
+    """Per workload and arm: does CPU time represent the arm (its waiting against the other's)?"""
     out = []
     for w in workloads:
-        obs = {arm: [p.batches.get((arm, w), []) for p in pairs] for arm in ARMS}
+        calls = {
+            arm: [ArmCalls(p.workloads[w].wall[arm], p.workloads[w].cpu[arm]) for p in pairs]
+            for arm in ARMS
+        }
         for arm, other in (("a", "b"), ("b", "a")):
-            clocks: tuple[Clock, ...] = ("wall", "cpu")
-            for clock in clocks:
-                c = check_against_reference(obs[arm], obs[other], clock)
-                out.append(
-                    Integrity(
-                        arm=arm,
-                        workload=w,
-                        clock=clock,
-                        passed=c.passed,
-                        detail=c.detail,
-                        excess_ns=c.excess_ns,
-                        allowed_ns=c.allowed_ns,
-                    )
+            c = check_waiting(calls[arm], calls[other])
+            out.append(
+                Integrity(
+                    arm=arm,
+                    workload=w,
+                    clock="cpu",
+                    passed=c.passed,
+                    detail=c.detail,
+                    excess_ns=c.excess_ns,
+                    allowed_ns=c.allowed_ns,
                 )
+            )
     return out
 
 
-def tampering(integrity: Sequence[Integrity], subjects: Sequence[str]) -> Integrity | None:
-    """A subject arm whose CPU clock missed time the OS saw, while its wall clock did not
-    account for it either (the wall check failed, or its excess is over half the allowance).
-
-    The wall check alone is not enough: it is noisy on a loaded machine (a pinned worker waits
-    whenever another process holds its CPU). The CPU check alone is not either: an honest arm
-    that works in other threads misses CPU time but reports its wall time in full, and the
-    verdict then falls back to wall time.
-    """
-    checks = {(c.arm, c.workload, c.clock): c for c in integrity}
-    for (arm, workload, clock), cpu in checks.items():
-        if clock != "cpu" or cpu.passed or arm not in subjects:
-            continue
-        wall = checks.get((arm, workload, "wall"))
-        if wall is None:
-            continue
-        short = wall.excess_ns is not None and wall.excess_ns > TAMPER_WALL_SHARE * wall.allowed_ns
-        if not wall.passed or short:
-            return wall if not wall.passed else cpu
-    return None
-
-
 def choose_clock(integrity: Sequence[Integrity]) -> tuple[Clock, str]:
-    """CPU time, unless some arm did work its calling thread's CPU clock did not see."""
-    missed = [c for c in integrity if c.clock == "cpu" and not c.passed]
+    """The kernel's CPU time of each worker, unless some arm's CPU time does not show its cost."""
+    missed = [c for c in integrity if not c.passed]
     if not missed:
-        return "cpu", "thread CPU time: agrees with the OS accounting of both workers"
+        return "cpu", "CPU time of each worker's cgroup (kernel accounting): agrees with wall time"
     c = missed[0]
     return "wall", f"wall time: arm {c.arm}, workload '{c.workload}': {c.detail}"

@@ -94,6 +94,7 @@ class Report:
             clock_note=self.clock_note,
             integrity=integrity,
             cpu_accounting=self.pairs[0].cpu_source if self.pairs else "unavailable",
+            freeze=self.pairs[0].freeze if self.pairs else "none",
         )
 
     def _workload(self, w: str) -> WorkloadMetrics:
@@ -105,7 +106,7 @@ class Report:
                     pair=p.index,
                     cpu=p.cpu,
                     spawn_order=p.spawn_order,
-                    warmup_batches=s.warmup_batches,
+                    warmup_calls=s.warmup_calls,
                     calls_per_slot=s.calls_per_slot,
                     orders=s.orders,
                     a_ns=s.wall["a"],
@@ -116,7 +117,7 @@ class Report:
                     log_ratio=s.log_ratio(self.clock),
                 )
             )
-        key = "a_cpu_ns" if self.clock == "cpu" else "a_ns"
+        key = "a_cpu_ns" if self.clock == "cpu" else "a_ns"  # the verdict clock's samples
         all_a = [x for r in rows for x in getattr(r, key)]
         all_b = [x for r in rows for x in getattr(r, key.replace("a_", "b_"))]
         return WorkloadMetrics(

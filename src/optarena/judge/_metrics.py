@@ -4,10 +4,12 @@ Raw samples are stored, in the order they were taken; every statistic can be rec
 them. Ratios are time(b) / time(a): below 1 means arm b (the candidate) is faster. Speed-ups are
 the inverse, time(a) / time(b). Intervals are over process pairs, not calls (see `_stats`).
 
-Two clocks time every call: the calling thread's CPU time and the elapsed wall time. Verdicts
-use CPU time, which a busy shared machine disturbs far less (a preempted call keeps running on
-the wall clock only), unless the OS accounting shows work that the thread's CPU clock missed
-(other threads, a faked clock); then they use wall time, and `clock_note` says why.
+Two clocks time every call, both on the judge's side of the process boundary: the kernel's CPU
+time of the worker's cgroup over the call (all threads, exited threads and children) and the
+judge's wall clock from request to reply. Verdicts use CPU time, which a busy shared machine
+disturbs far less (a preempted call keeps running on the wall clock only), unless an arm waits
+per call more than the other (sleeps, blocks: work CPU time does not show) or the machine has
+no cgroup CPU accounting; then they use wall time, and `clock_note` says why.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-METRICS_SCHEMA_VERSION = 1
+METRICS_SCHEMA_VERSION = 2  # 2: judge-side clocks (cgroup CPU, request wall), no warm-up slot call
 
 StopReason = Literal["decided", "precise", "budget", "max_pairs", "deadline"]
 Clock = Literal["cpu", "wall"]
@@ -32,10 +34,10 @@ class Protocol(_Model):
 
     min_effect: float = Field(description="smallest relative change that earns a verdict")
     budget_s: float = Field(description="time budget for the whole comparison")
-    warmup_calls: int = Field(description="untimed calls per workload per process")
+    warmup_calls: int = Field(description="uncounted calls per workload per process")
     calls_per_slot: int = Field(
         description="timed calls per arm per slot at least (ABBA: 4 slots); short calls get "
-        "more, about 2 ms of work per slot; each slot also starts with one uncounted call"
+        "more, about 2 ms of work per slot; every call of a slot counts"
     )
     rounds_per_pair: int = Field(
         description="ABBA/BAAB rounds per process pair; calls under 0.5 ms get twice as many"
@@ -56,17 +58,15 @@ class PairSamples(_Model):
     pair: int
     cpu: int | None = Field(description="the CPU both workers were pinned to (null: unpinned)")
     spawn_order: str = Field(description="'ab' or 'ba': which worker started first")
-    warmup_batches: list[int] = Field(
-        description="untimed warm-up batches of arm a and arm b (until no new memory faulted)"
-    )
+    warmup_calls: int = Field(description="uncounted warm-up calls per arm (outputs checked)")
     calls_per_slot: int = Field(description="counted calls per slot in this pair")
     orders: list[str] = Field(description="per round: ABBA or BAAB (alternating)")
-    a_ns: list[int] = Field(description="arm a, wall time of every counted call in order (ns)")
-    b_ns: list[int] = Field(description="arm b, wall time of every counted call in order (ns)")
-    a_cpu_ns: list[int] = Field(description="arm a, thread CPU time of each call (ns)")
-    b_cpu_ns: list[int] = Field(description="arm b, thread CPU time of each call (ns)")
+    a_ns: list[int] = Field(description="arm a, judge's wall time of every counted call (ns)")
+    b_ns: list[int] = Field(description="arm b, judge's wall time of every counted call (ns)")
+    a_cpu_ns: list[int] = Field(description="arm a, cgroup CPU time of each call (ns); [] if none")
+    b_cpu_ns: list[int] = Field(description="arm b, cgroup CPU time of each call (ns); [] if none")
     round_log_ratios: list[float] = Field(
-        description="per round: log(b / a) of the faster half's mean, on the comparison's clock"
+        description="per round: log(b / a) of the mean over all its calls, on the verdict clock"
     )
     log_ratio: float = Field(description="the pair's statistic: mean of its round log-ratios")
 
@@ -105,14 +105,14 @@ class Stop(_Model):
 
 
 class Integrity(_Model):
-    """The OS-accounting cross-check of one arm against the other (per call, medians)."""
+    """Whether CPU time represents one arm: its waiting per call against the other arm's."""
 
     arm: str
     workload: str
-    clock: Clock = Field(description="wall: tampering check; cpu: is CPU time representative")
+    clock: Clock = Field(description="the clock checked (cpu: is it representative)")
     passed: bool
     detail: str
-    excess_ns: float | None = Field(description="unexplained time beyond the other arm's")
+    excess_ns: float | None = Field(description="waiting per call beyond the other arm's")
     allowed_ns: float
 
 
@@ -141,7 +141,11 @@ class Comparison(_Model):
     clock: Clock = Field(description="the clock the verdicts use")
     clock_note: str = Field(description="why that clock")
     integrity: list[Integrity]
-    cpu_accounting: str = Field(description="schedstat | stat | unavailable")
+    cpu_accounting: str = Field(description="cpuacct | cgroup2 | unavailable (why)")
+    freeze: str = Field(
+        description="how the arm not being called was kept from running: freezer | cgroup2 | "
+        "sigstop | none (why)"
+    )
 
 
 class AAControl(_Model):

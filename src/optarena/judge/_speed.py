@@ -77,7 +77,6 @@ def compare_dirs(
     stream: int,
     opts: SpeedOptions,
     labels: dict[str, str],
-    subjects: tuple[str, ...],
 ) -> Outcome:
     """Measure arm a against arm b under the task's protocol (overridden by `opts`)."""
     plan = MeasurePlan.from_task(task, opts.budget_s, opts.min_effect)
@@ -96,7 +95,7 @@ def compare_dirs(
         deadline=opts.deadline,
         policy=opts.sandbox,
     )
-    return m.run(labels, subjects)
+    return m.run(labels)
 
 
 def noise_floor(e: Estimate) -> float | None:
@@ -128,7 +127,7 @@ def run_aa(task: Task, work: Path, opts: SpeedOptions) -> tuple[Outcome, AAContr
     """The baseline against a copy of itself; a failure here is the task's, not a candidate's."""
     labels = {"a": "baseline", "b": "baseline (copy)"}
     base = task.baseline_dir
-    aa = compare_dirs(task, (base, base), work, AA_STREAM, opts, labels, subjects=())
+    aa = compare_dirs(task, (base, base), work, AA_STREAM, opts, labels)
     if aa.failure is not None:
         raise _aa_failure(aa.failure)
     assert aa.comparison is not None
@@ -148,9 +147,7 @@ def measure_candidate(
     """The speed phase of `judge`: baseline (a) against the accepted candidate (b)."""
     t0 = time.monotonic()
     labels = {"a": "baseline", "b": "candidate"}
-    main = compare_dirs(
-        task, (task.baseline_dir, candidate), work, MAIN_STREAM, opts, labels, ("b",)
-    )
+    main = compare_dirs(task, (task.baseline_dir, candidate), work, MAIN_STREAM, opts, labels)
     seconds = {"measurement": round(time.monotonic() - t0, 3)}
     if main.failure is not None:
         if main.failure.arm == "a":

@@ -1,28 +1,25 @@
 """The candidate's worker process: a fresh interpreter that imports the candidate and calls it.
 
 Run as `python -I worker/_loop.py FD_IN FD_OUT` with the candidate's private copy as working
-directory. It imports nothing of optarena (the wire module is loaded by path) and binds its
-clock before any candidate code is imported, so a candidate patching `time` later cannot change
-what the worker measures with. The judge never trusts it further than that: outputs are checked
-in the judge's own process.
+directory. It imports nothing of optarena (the wire module is loaded by path). It measures
+nothing: the candidate runs in this process and could rewrite anything the loop reports, so
+the judge times every call from outside (its own clock around the request, the kernel's CPU
+accounting of this process's cgroup), reads inputs and outputs through shared memory it checks
+itself, and treats what this loop says only as a way to reject, never to pass.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import importlib.util
+import mmap
 import os
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
-
-_perf_ns = time.perf_counter_ns
-_thread_cpu_ns = time.thread_time_ns
-_gc_disable, _gc_enable = gc.disable, gc.enable
 
 
 def _load_sibling(filename: str, name: str) -> Any:
@@ -37,7 +34,7 @@ def _load_sibling(filename: str, name: str) -> Any:
 wire = _load_sibling("_wire.py", "_optarena_wire")
 guard = _load_sibling("_guard.py", "_optarena_guard")  # audit hook, tamper and output checks
 
-import numpy as np  # noqa: E402  (after the clock is bound, before any candidate code)
+import numpy as np  # noqa: E402  (before any candidate code)
 
 _NUMERIC = set("biufc")
 
@@ -60,7 +57,10 @@ class Worker:
     def __init__(self) -> None:
         self.fn: Any = None
         self.guard: Any = None
-        self.outputs = guard.OutputWatch()
+        self.inputs: mmap.mmap | None = None  # the judge's input area, read-only here
+        self.outputs: mmap.mmap | None = None  # where each call's output is copied at return
+        self.last: Any = None  # the previous call's output, to see it change after return
+        self.late: list[dict[str, str]] = []
 
     def op_hello(self, msg: dict[str, Any]) -> dict[str, Any]:
         cpus = msg.get("cpus")
@@ -68,6 +68,10 @@ class Worker:
             # Pinned before candidate code exists: both arms of a timed pair share one CPU.
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, [int(c) for c in cpus])
+        arena = msg.get("arena")
+        if arena:  # mapped before candidate code exists; the descriptors are closed at once
+            self.inputs = _map(int(arena["in_fd"]), int(arena["in_size"]), writable=False)
+            self.outputs = _map(int(arena["out_fd"]), int(arena["out_size"]), writable=True)
         mb = min(int(msg.get("prefault_mb") or 0), 4096)
         if mb > 0:
             # Grow and touch the heap once, before timing and before candidate code: with
@@ -110,103 +114,87 @@ class Worker:
         return {"ok": True}
 
     def op_call(self, msg: dict[str, Any]) -> dict[str, Any]:
-        args, kwargs = msg["args"], msg["kwargs"]
-        inputs = _arrays(args, kwargs)
+        """One call on inputs the judge just wrote into the input area (read-only views).
+
+        Nothing here times anything: the judge times the request from outside and reads the
+        kernel's accounting of this process's cgroup. The output is copied into the output
+        area before the reply, so the judge judges it as it was at return.
+        """
         try:
-            t0 = _perf_ns()
+            args = [self._input(a) for a in msg["args"]]
+            kwargs = {k: self._input(v) for k, v in msg["kwargs"].items()}
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            return {"ok": False, "code": "protocol", "error": f"bad call message: {e}"}
+        inputs = _arrays(args, kwargs)
+        self._check_last()
+        try:
             out = self.fn(*args, **kwargs)
-            elapsed = _perf_ns() - t0
         except SystemExit as e:
-            return {
-                "ok": False,
-                "code": "exited",
-                "error": f"SystemExit({e.code!r}) during the call",
-            }
+            detail = f"SystemExit({e.code!r}) during the call"
+            return {"ok": False, "code": "exited", "error": detail}
         except BaseException:
             code = guard.error_code(sys.exc_info()[1])
             return {"ok": False, "code": code, "error": traceback.format_exc(limit=8)}
         lazy = guard.lazy_reason(out)
-        desc = self.outputs.returned(out, _describe(out))  # the bytes as they were at return
-        aliases = isinstance(desc, np.ndarray) and any(np.shares_memory(out, a) for a in inputs)
-        return {
-            "ok": True,
-            "output": desc,
-            "inputs_after": inputs,
-            "aliases": bool(aliases),
-            "elapsed_ns": elapsed,
-            "lazy": lazy,
-        }
+        last = self.last
+        reused = type(out) is np.ndarray and type(last) is np.ndarray
+        if reused and np.may_share_memory(out, last) and np.shares_memory(out, last):
+            self._late("the output reuses the memory of the previous call's output")
+        output = self._put_output(out)
+        self.last = out if type(out) is np.ndarray else None
+        aliases = type(out) is np.ndarray and any(np.shares_memory(out, a) for a in inputs)
+        return {"ok": True, "output": output, "aliases": bool(aliases), "lazy": lazy}
+
+    def _input(self, d: Any) -> Any:
+        if not (isinstance(d, dict) and "__shm__" in d):
+            return d
+        if self.inputs is None:
+            raise ValueError("no input area mapped")
+        return np.ndarray(
+            tuple(d["shape"]),
+            dtype=np.dtype(d["dtype"]),
+            buffer=self.inputs,
+            offset=int(d["offset"]),
+            strides=tuple(d["strides"]),
+        )
+
+    def _late(self, detail: str) -> None:
+        self.late.append({"code": "output_changed_after_return", "detail": detail})
+
+    def _check_last(self) -> None:
+        """Did the previous output change after it was returned? The output area still holds
+        its bytes as they were at return; a sample of elements is compared (a rewrite touches
+        almost all), cheap enough for every call. Only ever a reason to reject."""
+        last = self.last
+        if last is None or self.outputs is None or last.nbytes > len(self.outputs):
+            return
+        then = np.ndarray(last.shape, dtype=last.dtype, buffer=self.outputs).reshape(-1)
+        now = last.reshape(-1)
+        step = max(1, now.size // 1024)
+        if then[::step].tobytes() != now[::step].tobytes():  # bytes: NaN equals NaN here
+            self._late("the previous call's output changed after it was returned")
+
+    def _put_output(self, out: Any) -> dict[str, Any]:
+        desc = _describe(out)
+        if type(desc) is not np.ndarray:
+            return desc
+        info = {"shape": list(out.shape), "dtype": out.dtype.str, "nbytes": int(out.nbytes)}
+        if self.outputs is None or out.nbytes > len(self.outputs):
+            return {**info, "too_large": True}
+        dst = np.ndarray(out.shape, dtype=out.dtype, buffer=self.outputs)
+        np.copyto(dst, out, casting="no")
+        return info
 
     def op_settle(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """A pause at the end of a phase, after which late output changes are reported."""
+        """A pause at the end of a phase, after which the guard reports what it saw."""
         time.sleep(min(max(float(msg.get("delay_s", 0.05)), 0.0), 1.0))
         return {"ok": True}
 
-    def findings(self) -> list[dict[str, str]]:
-        """Guard findings and late output changes since the last reply."""
-        found = self.outputs.late_changes()
-        return found + (self.guard.drain() if self.guard is not None else [])
-
-    def op_time(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """A timed batch: the calls run back to back, each timed alone, with the collector off.
-
-        Everything else (copies for the mutation check, describing outputs) happens outside the
-        timed region; the judge checks every output against the oracle in its own process.
-        """
-        calls = [(c["args"], c["kwargs"]) for c in msg["calls"]]
-        skip = int(msg.get("skip_outputs", 0))
-        before = [[a.copy() for a in _arrays(args, kwargs)] for args, kwargs in calls]
-        elapsed: list[int] = []
-        cpu: list[int] = []  # CPU time of the calling thread (precise even under RLIMIT_CPU)
-        outs: list[Any] = []
-        snaps: list[Any] = []  # each output as it was at return (checked, and compared later)
-        _gc_disable()
-        try:
-            for i, (args, kwargs) in enumerate(calls):
-                try:
-                    c0 = _thread_cpu_ns()
-                    t0 = _perf_ns()
-                    out = self.fn(*args, **kwargs)
-                    elapsed.append(_perf_ns() - t0)
-                    cpu.append(_thread_cpu_ns() - c0)
-                except SystemExit as e:
-                    detail = f"SystemExit({e.code!r}) during timed call {i}"
-                    return {"ok": False, "code": "exited", "call": i, "error": detail}
-                except BaseException:
-                    code = guard.error_code(sys.exc_info()[1])
-                    tb = traceback.format_exc(limit=8)
-                    return {"ok": False, "code": code, "call": i, "error": tb}
-                lazy = guard.lazy_reason(out)
-                if lazy is not None:
-                    detail = f"timed call {i} returned {lazy}"
-                    return {"ok": False, "code": "lazy_output", "call": i, "error": detail}
-                outs.append(out)
-                desc = _describe(out)
-                snaps.append(np.array(out, copy=True) if type(desc) is np.ndarray else desc)
-        finally:
-            _gc_enable()
-        modified = [
-            any(not _same_bytes(a, b) for a, b in zip(_arrays(*c), ref, strict=True))
-            for c, ref in zip(calls, before, strict=True)
-        ]
-        aliases = [
-            isinstance(out, np.ndarray) and any(np.shares_memory(out, a) for a in _arrays(*c))
-            for c, out in zip(calls, outs, strict=True)
-        ]
-        for i, (out, snap) in enumerate(zip(outs, snaps, strict=True)):
-            if type(snap) is np.ndarray and not _same_bytes(out, snap):
-                detail = f"the output of timed call {i} changed after it was returned"
-                code = "output_changed_after_return"
-                return {"ok": False, "code": code, "call": i, "error": detail}
-        return {
-            "ok": True,
-            "elapsed_ns": elapsed,
-            "cpu_ns": cpu,
-            # Outputs of leading warm-up calls (not counted) need not travel back.
-            "outputs": [None if i < skip else s for i, s in enumerate(snaps)],
-            "inputs_modified": modified,
-            "aliases": aliases,
-        }
+    def findings(self, full: bool) -> list[dict[str, str]]:
+        """Guard findings and late output changes since the last reply (`full`: with the
+        guard's namespace comparison)."""
+        late, self.late = self.late, []
+        return late + (self.guard.drain(full) if self.guard is not None else [])
 
     def op_count(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Calls for instruction counting under valgrind's callgrind: each call runs inside one
@@ -224,10 +212,12 @@ class Worker:
         return {"ok": True, "calls": len(msg["calls"])}
 
 
-def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    return bool(np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)))
+def _map(fd: int, size: int, writable: bool) -> mmap.mmap:
+    prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+    try:
+        return mmap.mmap(fd, size, mmap.MAP_SHARED, prot)
+    finally:
+        os.close(fd)
 
 
 def main(argv: list[str]) -> int:
@@ -249,7 +239,7 @@ def main(argv: list[str]) -> int:
             reply: dict[str, Any] = {"ok": False, "code": "protocol", "error": f"unknown op {op!r}"}
         else:
             reply = handler(msg)
-        reply["violations"] = worker.findings()
+        reply["violations"] = worker.findings(full=op != "call")
         reply["id"] = msg.get("id")  # a reply forged by the candidate must guess this
         wire.send(fd_out, reply)
 

@@ -1,0 +1,187 @@
+"""Shared memory between the judge and one worker: sealed read-only inputs, an output area.
+
+Why shared memory, and why sealed:
+
+- **Inputs** are written by the judge into a memfd right before the call that uses them (the
+  worker is frozen while that happens), so no call's input exists in the candidate's process
+  before the previous call returned. The memfd is sealed with `F_SEAL_FUTURE_WRITE` after the
+  judge mapped it writable: the worker, whatever uid it runs as, can only map it read-only
+  (a writable shared mapping, `write()`, truncation are refused by the kernel), so the inputs
+  the candidate sees are exactly the judge's bytes, and the judge checks after every call, on
+  its own mapping, that they still are. Arrays keep their memory layout (strides, offset, a
+  view into a larger buffer): a candidate correct only for C-contiguous inputs is caught.
+- **The output** is copied by the worker loop into a second memfd at return; the judge freezes
+  the worker and copies it out, so what is judged is the output as it was when the call ended,
+  never a buffer the candidate fills in later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import mmap
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.lib.array_utils import byte_bounds
+
+F_SEAL_FUTURE_WRITE = 0x0010  # Linux 5.1; not exported by Python's fcntl module
+_ALIGN = 64  # every array's span starts on a cache line, like a fresh allocation
+_NUMERIC = set("biufc")
+
+
+def _plain_dtype(spec: Any) -> np.dtype[Any] | None:
+    """A plain numeric dtype from the worker's string, or None for anything else."""
+    if not isinstance(spec, str) or len(spec) > 16:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a deprecated spelling is not a plain dtype either
+            dt = np.dtype(spec)
+    except Exception:  # numpy parses dtype strings with several parsers; any failure is a no
+        return None
+    if dt.kind not in _NUMERIC or dt.hasobject or dt.fields is not None or dt.subdtype:
+        return None
+    return dt
+
+
+class ArenaFull(Exception):
+    """A call's inputs do not fit the arena (the judge sized it wrong: a bug, not a finding)."""
+
+
+def _round_up(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def span_bytes(arr: np.ndarray) -> int:
+    """Bytes of memory an array's elements spread over (its layout kept)."""
+    if arr.size == 0:
+        return 0
+    lo, hi = byte_bounds(arr)
+    return int(hi - lo)
+
+
+def arena_bytes(calls: list[list[np.ndarray]]) -> int:
+    """The input area that holds any one of these calls' arrays, layouts kept."""
+    need = max((sum(_round_up(span_bytes(a)) for a in arrays) for arrays in calls), default=0)
+    return max(need, _ALIGN)
+
+
+def _raw(addr: int, n: int) -> np.ndarray:
+    buf = memoryview((ctypes.c_ubyte * n).from_address(addr)).cast("B")
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+class _Memfd:
+    def __init__(self, name: str, size: int) -> None:
+        self.size = max(int(size), mmap.PAGESIZE)
+        self.fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        os.ftruncate(self.fd, self.size)
+        self.map = mmap.mmap(self.fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.view = np.frombuffer(self.map, dtype=np.uint8)
+
+    def close(self) -> None:
+        self.view = np.zeros(0, dtype=np.uint8)
+        with contextlib.suppress(BufferError, ValueError):
+            self.map.close()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+@dataclass
+class Placed:
+    """Where one call's arrays are in the input area, and their bytes as the judge wrote them."""
+
+    spans: list[tuple[int, int]]  # (offset, length) of each array's span in the area
+
+
+class InputArena(_Memfd):
+    """Inputs of one call at a time; the worker's mapping is read-only (sealed)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__("optarena-inputs", size)
+        seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_SEAL
+        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, seals)
+        self.current: Placed | None = None
+
+    def worker_fd(self) -> int:
+        """A read-only descriptor for the worker (the seals forbid writing through any)."""
+        fd = os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY | os.O_CLOEXEC)
+        return fd
+
+    def place(self, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, Any, Placed]:
+        """Write a call's arrays into the area; returns args/kwargs with arrays replaced by
+        descriptors the worker turns into read-only views of the same layout."""
+        spans: list[tuple[int, int]] = []
+        pos = 0
+
+        def put(a: Any) -> Any:
+            nonlocal pos
+            if not isinstance(a, np.ndarray):
+                return a
+            if a.dtype.kind not in _NUMERIC or a.dtype.hasobject:
+                raise ValueError(f"inputs must be numeric arrays, got dtype {a.dtype}")
+            n = span_bytes(a)
+            if pos + n > self.size:
+                raise ArenaFull(f"inputs need more than the {self.size} bytes of the input area")
+            first = 0
+            if n:
+                lo, _ = byte_bounds(a)
+                self.view[pos : pos + n] = _raw(lo, n)
+                first = a.__array_interface__["data"][0] - lo
+            desc = {
+                "__shm__": len(spans),
+                "offset": pos + first,
+                "shape": list(a.shape),
+                "strides": list(a.strides),
+                "dtype": a.dtype.str,
+            }
+            spans.append((pos, n))
+            pos = _round_up(pos + n)
+            return desc
+
+        new_args = [put(a) for a in args]
+        new_kwargs = {k: put(v) for k, v in kwargs.items()}
+        placed = Placed(spans)
+        self.current = placed
+        return new_args, new_kwargs, placed
+
+    def intact(self, placed: Placed, arrays: list[np.ndarray]) -> int | None:
+        """None if every array's bytes in the area are still the judge's; else the index of
+        the first that changed (only the kernel's seals stand between them, so this is a check
+        that they held)."""
+        for i, ((pos, n), a) in enumerate(zip(placed.spans, arrays, strict=True)):
+            if n == 0:
+                continue
+            lo, _ = byte_bounds(a)
+            if self.map[pos : pos + n] != _raw(lo, n).tobytes():
+                return i
+        return None
+
+
+class OutputArena(_Memfd):
+    """Where the worker loop copies each call's output at return; the judge reads it frozen."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__("optarena-output", size)
+
+    def read(self, desc: Any) -> np.ndarray | None:
+        """The output the worker says it copied, as the judge's own array (None: malformed)."""
+        if not isinstance(desc, dict):
+            return None
+        shape, nbytes = desc.get("shape"), desc.get("nbytes")
+        if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+            return None
+        dt = _plain_dtype(desc.get("dtype"))
+        if dt is None:
+            return None
+        count = 1
+        for s in shape:
+            count *= s
+        if type(nbytes) is not int or nbytes != count * dt.itemsize or nbytes > self.size:
+            return None
+        return self.view[:nbytes].copy().view(dt).reshape(shape)
