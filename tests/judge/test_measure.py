@@ -111,8 +111,8 @@ def test_a_planted_2x_slowdown_is_regressed(small_task: Task, cand: Callable[[st
     assert result.verdict == "accepted"
     m = result.metrics
     assert m is not None and m["verdict"] == "regressed", m and m["overall"]
-    # Each call is one request, woken from a frozen process: the protocol's fixed cost per call
-    # (hundreds of us of CPU on a virtual machine) dilutes a 2x slowdown of the function.
+    # Each call is one request through the worker loop: its fixed cost per call (~140 us of
+    # CPU on the development VM, see docs/measurement.md) dilutes a 2x slowdown to ~1.35x.
     assert m["overall"]["ratio"] > 1.2
     assert m["stop"]["reason"] in ("decided", "precise", "budget")
     # raw samples, in order, for every pair: rounds x 2 slots x calls per slot, both arms

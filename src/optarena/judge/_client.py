@@ -9,7 +9,7 @@ import select
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -223,6 +223,54 @@ class WorkerClient:
             cpu_ns=None if cpu0 is None or cpu1 is None else cpu1 - cpu0,
             input_changed=self.inputs.intact(placed, arrays),
         )
+
+    def call_run(
+        self,
+        calls: Sequence[tuple[Sequence[Any], dict[str, Any]]],
+        timeout: Callable[[], float],
+    ) -> list[CallResult]:
+        """Calls in a row with the worker thawed from the first request to the last reply.
+
+        Freezing and thawing around every call cost the worker more CPU than a small call
+        does (a frozen task is woken to freeze, and again to thaw) and diluted every ratio.
+        Here each call's input is still written only after the previous call has returned (no
+        look-ahead), but the per-call windows tile: each starts where the previous one ended,
+        on both clocks, and the CPU from the last reply until the worker is frozen again goes
+        to the last call. So every cycle any of the worker's threads or children spends in the
+        run is charged to some call of it, wherever it happened (a thread working on an input
+        the moment it appears, or finishing an output after the reply), and the run's total is
+        exact. Outputs are read at the reply, while the worker runs: what a thread writes into
+        the output area afterwards cannot change what was judged. `timeout()` gives each call's
+        limit (it may raise to stop the run). Raises WorkerError like `request`.
+        """
+        if self.inputs is None or self.outputs is None:
+            raise RuntimeError("this worker has no shared areas (arena_bytes)")
+        self.freeze()
+        results: list[CallResult] = []
+        cpu_mark = self.sandbox.cpu_ns()
+        wall_mark = time.perf_counter_ns()
+        self.thaw()
+        try:
+            for args, kwargs in calls:
+                arrays = [a for a in [*args, *kwargs.values()] if isinstance(a, np.ndarray)]
+                wargs, wkwargs, placed = self.inputs.place(list(args), kwargs)
+                reply = self._exchange({"op": "call", "args": wargs, "kwargs": wkwargs}, timeout())
+                output = None
+                if reply.get("ok") and isinstance(reply.get("output"), dict):
+                    output = self.outputs.read(reply["output"])
+                changed = self.inputs.intact(placed, arrays)
+                cpu_now, wall_now = self.sandbox.cpu_ns(), time.perf_counter_ns()
+                cpu = None if cpu_mark is None or cpu_now is None else cpu_now - cpu_mark
+                results.append(CallResult(reply, output, wall_now - wall_mark, cpu, changed))
+                cpu_mark, wall_mark = cpu_now, wall_now
+        finally:
+            self.freeze()
+        cpu_end = self.sandbox.cpu_ns()
+        last = results[-1] if results else None
+        if last is not None and last.cpu_ns is not None and cpu_end is not None:
+            assert cpu_mark is not None
+            last.cpu_ns += cpu_end - cpu_mark
+        return results
 
     def guard_config(self) -> dict[str, Any]:
         """What the worker's guard protects: the task package and the judge's /proc entry."""

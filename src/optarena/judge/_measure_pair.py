@@ -321,7 +321,7 @@ class PairSession:
             inputs = self._inputs(wi, w, r, half, k)
             done = []
             for arm in order[2 * half : 2 * half + 2]:
-                results = [self._call(arm, w, inp) for inp in inputs]
+                results = self._run_slot(arm, w, inputs)
                 acc.wall[arm] += [x.wall_ns for x in results]
                 if all(x.cpu_ns is not None for x in results):
                     acc.cpu[arm] += [int(x.cpu_ns or 0) for x in results]
@@ -332,16 +332,36 @@ class PairSession:
         acc.orders.append(order.upper())
 
     def _call(self, arm: str, w: Workload, inp: TimedInput) -> CallResult:
-        """One call on one arm, timed from outside; failures that need no oracle raise here."""
-        worker = self.workers[arm]
+        """One call on one arm, frozen before and after (a warm-up call)."""
         left = self._left()
         try:
-            result = worker.call(inp.args, inp.kwargs, min(self.call_timeout_s, left))
+            result = self.workers[arm].call(inp.args, inp.kwargs, min(self.call_timeout_s, left))
         except WorkerError as e:
             if e.code == "timeout" and left < self.call_timeout_s:
                 raise DeadlineReached() from None
             raise ArmFailure(arm, fail("timed_call", e.code, e.detail), w.name) from None
-        self.cpu_source = worker.sandbox.cpu_source
+        return self._accept(arm, w, result)
+
+    def _run_slot(self, arm: str, w: Workload, inputs: list[TimedInput]) -> list[CallResult]:
+        """A slot's calls on one arm as one run (`WorkerClient.call_run`): the arm is thawed
+        for the slot, the other frozen throughout; failures that need no oracle raise here."""
+        limits: list[float] = []
+
+        def timeout() -> float:
+            limits.append(self._left())
+            return min(self.call_timeout_s, limits[-1])
+
+        try:
+            results = self.workers[arm].call_run([(i.args, i.kwargs) for i in inputs], timeout)
+        except WorkerError as e:
+            if e.code == "timeout" and limits and limits[-1] < self.call_timeout_s:
+                raise DeadlineReached() from None
+            raise ArmFailure(arm, fail("timed_call", e.code, e.detail), w.name) from None
+        return [self._accept(arm, w, r) for r in results]
+
+    def _accept(self, arm: str, w: Workload, result: CallResult) -> CallResult:
+        """A call's reply: its guard findings and a failed call end the arm here."""
+        self.cpu_source = self.workers[arm].sandbox.cpu_source
         reply = result.reply
         for finding in guard_findings(reply):
             raise ArmFailure(arm, finding, w.name)

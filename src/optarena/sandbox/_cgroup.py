@@ -322,9 +322,17 @@ class WorkerCgroups:
         """Each directory's `cgroup.procs`: the child writes its pid to all before exec."""
         return tuple(str(d / "cgroup.procs") for d in self.dirs.values())
 
+    @property
+    def measured_procs_files(self) -> tuple[str, ...]:
+        """`cgroup.procs` of the hierarchies that count CPU time or freeze: the ones only the
+        worker itself should join, not the sandbox's helper processes (see ChildPlan)."""
+        measured = {self.layout.chosen.get(f) for f in ("cpu", "freezer")}
+        return tuple(str(d / "cgroup.procs") for h, d in self.dirs.items() if h in measured)
+
     def procs(self) -> set[int]:
-        """Every member, from the pids hierarchy if there is one (membership is the same in
-        every hierarchy, since all were joined before exec and cannot be left)."""
+        """Every member, from the pids hierarchy if there is one: it holds the sandbox's
+        helpers too, while the CPU and freezer hierarchies hold only the worker's tree (all
+        were joined before exec and cannot be left)."""
         h = self.layout.chosen.get("pids") or next(iter(self.dirs), None)
         return _procs(self.dirs[h]) if h is not None else set()
 

@@ -298,6 +298,7 @@ class Sandbox:
             masks=masks,
             scratch_mb=self.scratch_mb,
             cgroup_procs=self.cgroup.procs_files if self.cgroup else (),
+            worker_only_procs=self.cgroup.measured_procs_files if self.cgroup and not ids else (),
             uid=self.lease.uid if self.lease else None,
             nproc=nproc,
             readonly=writable,

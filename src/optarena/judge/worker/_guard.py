@@ -187,7 +187,13 @@ _MISSING = object()
 
 def install(workdir: str, config: dict[str, Any], own: dict[str, Mapping[str, Any]]) -> Guard:
     """Snapshot the watched namespaces (the worker's `own` ones too) and add the audit hook."""
-    guard = Guard(workdir, [(str(p), str(c)) for p, c in config.get("protected", [])])
+    protected = [(str(p), str(c)) for p, c in config.get("protected", [])]
+    # The judge names its own /proc entry, but in a PID namespace the worker cannot see the
+    # judge: its parent there is the sandbox's init, a fork of the judge. Any ancestor's
+    # /proc entry is the judge side, whatever pid this process sees it under.
+    for pid in {os.getppid(), 1} - {0, os.getpid()}:
+        protected.append((f"/proc/{pid}", "judge_memory_access"))
+    guard = Guard(workdir, protected)
     guard.watch_defaults()
     for label, namespace in {**own, "guard": globals(), "Guard": vars(Guard)}.items():
         guard.watch(label, "worker_tampered", namespace, callables_only=True)

@@ -227,7 +227,7 @@ def main(argv: list[str]) -> int:
     worker = Worker()
     while True:
         try:
-            msg = wire.recv(fd_in)
+            msg = wire.recv(fd_in, from_judge=True)
         except wire.WireClosed:
             return 0
         op = msg.get("op")

@@ -139,11 +139,20 @@ def _read_into(fd: int, buf: memoryview, deadline: float | None) -> None:
         buf = buf[n:]
 
 
-def recv(fd: int, timeout: float | None = None, *, max_bytes: int = MAX_ARRAY_BYTES) -> Any:
+def recv(
+    fd: int,
+    timeout: float | None = None,
+    *,
+    max_bytes: int = MAX_ARRAY_BYTES,
+    from_judge: bool = False,
+) -> Any:
     """Read one frame; raise only `WireError` (`WireTimeout`, `WireClosed`) for a bad one.
 
     `timeout` bounds the whole frame (None: wait forever, for the worker's side); `max_bytes`
-    the total size of its arrays."""
+    the total size of its arrays. `from_judge` is the worker reading the judge's requests: only
+    the judge holds the write end of that pipe, so the frame is parsed as plain JSON, without
+    the hostile-input checks (they cost the worker ~100 us per request, CPU that the judge
+    counts against every timed call and that would dilute every ratio)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     prefix = bytearray(_PREFIX.size)
     _read_into(fd, memoryview(prefix), deadline)
@@ -156,6 +165,11 @@ def recv(fd: int, timeout: float | None = None, *, max_bytes: int = MAX_ARRAY_BY
         raise WireError(f"frame announces {count} arrays, more than {MAX_ARRAYS}")
     raw = bytearray(hlen)
     _read_into(fd, memoryview(raw), deadline)
+    if from_judge and count == 0:
+        header = json.loads(raw)
+        if not isinstance(header, dict):
+            raise WireError("frame header must be a JSON object")
+        return header
     header = parse_header(bytes(raw))
     specs = _array_specs(header)
     if len(specs) != count:
