@@ -1,0 +1,101 @@
+"""`WorkerClient.call_run`: a slot's calls with the worker thawed throughout.
+
+The windows tile, so nothing the worker's process does during a run escapes the count, wherever
+it does it: after a reply, in a thread that outlives the call, before the next request.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from optarena.judge._client import WorkerClient
+from optarena.sandbox import probe
+from optarena.tasks import BUILTIN_DIR, load_task
+
+# Each call returns at once and leaves a thread that burns 3 ms of CPU after the reply; the
+# next call waits for it (so all but the last finish inside the run, on any machine).
+AFTER_THE_REPLY = """
+import threading
+import time
+
+import numpy as np
+
+_left = []
+
+
+def _burn():
+    end = time.thread_time() + 0.003
+    while time.thread_time() < end:
+        pass
+
+
+def rmsnorm(x, weight, *, eps):
+    for t in _left:
+        t.join()
+    _left[:] = [threading.Thread(target=_burn)]
+    _left[0].start()
+    return np.zeros(x.shape, x.dtype)
+"""
+
+PLAIN = """
+import numpy as np
+
+
+def rmsnorm(x, weight, *, eps):
+    return np.zeros(x.shape, x.dtype)
+"""
+
+
+def _worker(tmp_path: Path, source: str) -> WorkerClient:
+    task = load_task(BUILTIN_DIR / "rmsnorm")
+    d = tmp_path / "cand"
+    d.mkdir()
+    (d / "solution.py").write_text(textwrap.dedent(source))
+    w = WorkerClient(d, task.spec.limits, tmp_path / "w.log", arena_bytes=(1 << 20, 1 << 20))
+    w.start()
+    w.request({"op": "hello"}, timeout=30)
+    loaded = w.request({"op": "load", "file": "solution.py", "function": "rmsnorm"}, timeout=30)
+    assert loaded["ok"], loaded
+    return w
+
+
+def _calls(n: int) -> list[tuple[list[np.ndarray], dict[str, float]]]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 256), dtype=np.float32)
+    return [([x + i, np.ones(256, np.float32)], {"eps": 1e-5}) for i in range(n)]
+
+
+needs_cgroup = pytest.mark.skipif(
+    probe().cgroups.why_not.get("cpu") is not None, reason="no cgroup CPU accounting here"
+)
+
+
+@needs_cgroup
+def test_the_windows_tile_the_run(tmp_path: Path) -> None:
+    w = _worker(tmp_path, PLAIN)
+    try:
+        w.freeze()
+        before = w.sandbox.cpu_ns()
+        results = w.call_run(_calls(8), lambda: 30.0)
+        after = w.sandbox.cpu_ns()
+        assert before is not None and after is not None
+        assert all(r.reply["ok"] and r.cpu_ns is not None for r in results)
+        assert sum(int(r.cpu_ns or 0) for r in results) == after - before
+        assert all(r.output is not None and r.output.shape == (4, 256) for r in results)
+    finally:
+        w.close()
+
+
+@needs_cgroup
+def test_work_after_the_reply_is_charged_to_the_run(tmp_path: Path) -> None:
+    w = _worker(tmp_path, AFTER_THE_REPLY)
+    try:
+        results = w.call_run(_calls(8), lambda: 30.0)
+        total = sum(int(r.cpu_ns or 0) for r in results)
+        assert total >= 7 * 3_000_000 * 0.9, total
+    finally:
+        w.close()
