@@ -35,7 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 from optarena.judge._client import WorkerClient
-from optarena.judge._correctness import derive_seed
+from optarena.judge._correctness import area_sizes, array_inputs, derive_seed
 from optarena.judge._measure import Measurement, MeasurePlan
 from optarena.judge._speed import copy_arm
 from optarena.tasks import Task, resolve_task
@@ -90,7 +90,7 @@ def paired(task: Task, dirs: tuple[Path, Path], budget: float | None, seed: int,
     plan = MeasurePlan.from_task(task, budget_s=budget)
     t0 = time.monotonic()
     m = Measurement(task, dirs, plan, seed, stream=0, log_dir=work)
-    out = m.run({"a": "a", "b": "b"}, subjects=())
+    out = m.run({"a": "a", "b": "b"})
     seconds = time.monotonic() - t0
     if out.comparison is None:
         return Run("paired", "", None, f"failed: {out.failure}", seconds)
@@ -101,18 +101,24 @@ def paired(task: Task, dirs: tuple[Path, Path], budget: float | None, seed: int,
 
 
 def _best_of(task: Task, workdir: Path, inputs: dict[str, list[Any]], log: Path) -> dict[str, int]:
-    """One fresh process: per workload one warm-up call, then the best of the timed calls."""
+    """One fresh process: per workload one warm-up call, then the best of the timed calls (the
+    judge's wall clock around each call, as a one-off script would time them)."""
     spec = task.spec
     best: dict[str, int] = {}
-    with WorkerClient(workdir, spec.limits, log, protect=[task.root]) as w:
+    every = [array_inputs(c["args"], c["kwargs"]) for calls in inputs.values() for c in calls]
+    with WorkerClient(
+        workdir, spec.limits, log, protect=[task.root], arena_bytes=area_sizes(every)
+    ) as w:
         w.request({"op": "hello"}, timeout=spec.limits.load_timeout_s)
         load = {"op": "load", "file": spec.entry.file, "function": spec.entry.function}
         if not w.request(load, timeout=spec.limits.load_timeout_s).get("ok"):
             raise RuntimeError(f"{workdir} did not load")
         for name, calls in inputs.items():
-            msg = {"op": "time", "calls": calls, "skip_outputs": len(calls)}
-            reply = w.request(msg, timeout=spec.limits.call_timeout_s * len(calls) + 5)
-            best[name] = min(reply["elapsed_ns"][1:])  # the first call is a warm-up
+            walls = [
+                w.call(c["args"], c["kwargs"], timeout=spec.limits.call_timeout_s).wall_ns
+                for c in calls
+            ]
+            best[name] = min(walls[1:])  # the first call is a warm-up
     return best
 
 
