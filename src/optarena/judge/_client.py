@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import os
 import select
 import signal
@@ -281,11 +282,13 @@ class WorkerClient:
     def _await_reply(self, deadline: float) -> None:
         """Wait until the reply starts arriving; if the worker has died, do not wait for an EOF
         that a grandchild holding the pipe open would never send."""
+        poller = select.poll()  # not select(): it fails on descriptors above 1023
+        poller.register(self._from_worker, select.POLLIN)
         while (left := deadline - time.monotonic()) > 0:
-            if select.select([self._from_worker], [], [], min(left, 0.05))[0]:
+            if poller.poll(math.ceil(min(left, 0.05) * 1000)):
                 return
             if self.proc is not None and self.proc.poll() is not None:
-                if not select.select([self._from_worker], [], [], 0.05)[0]:
+                if not poller.poll(50):
                     raise wire.WireClosed("the worker exited")
                 return
 
