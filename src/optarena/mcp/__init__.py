@@ -1,0 +1,19 @@
+"""optarena's judge as tools for an agent, over the Model Context Protocol.
+
+The tools help an agent check its work; they never score it. The trial's verdict is always
+the judge's own judgement of the delivered files after the agent stops, and every tool call is
+recorded by the server (`Telemetry`), outside what the tool returns to the agent.
+"""
+
+from optarena.mcp._server import build_server, serve_stdio
+from optarena.mcp._tools import TOOL_NAMES, TaskTools, Telemetry, ToolCallRecord, ToolInputError
+
+__all__ = [
+    "TOOL_NAMES",
+    "TaskTools",
+    "Telemetry",
+    "ToolCallRecord",
+    "ToolInputError",
+    "build_server",
+    "serve_stdio",
+]

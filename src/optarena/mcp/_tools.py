@@ -1,0 +1,239 @@
+"""What each task tool does, independent of MCP: the judge on the workspace's current files.
+
+Every call judges a fresh copy of the editable files on inputs from a new secret seed (the
+judge draws one per judgement), in the same sandbox as any judgement. Results carry verdicts,
+reason codes and how far off an output was, never an expected value of the oracle, and never
+the seed. Each call is appended to the telemetry log by this process, not by the agent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from optarena.judge import JudgeOptions, JudgeResult, judge
+from optarena.tasks import Task
+
+TOOL_NAMES = ("task_info", "check_correctness", "measure")
+TELEMETRY_SCHEMA_VERSION = 1
+DEFAULT_MAX_BUDGET_S = 60.0
+
+# "..., expected 0.123" in a tolerance detail is one oracle value: the tools never show one.
+_EXPECTED_VALUE = re.compile(
+    r",?\s*expected\s+[-+]?(?:nan|inf|\d+(?:\.\d*)?(?:e[-+]?\d+)?)", re.IGNORECASE
+)
+
+
+class ToolInputError(ValueError):
+    """A tool was called with arguments it cannot use: the message says which and why."""
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call as the server saw it (a line of the telemetry log)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = TELEMETRY_SCHEMA_VERSION
+    tool: str = Field(description="tool name as called")
+    arguments_sha256: str = Field(description="sha256 of the arguments as canonical JSON")
+    started_at: str = Field(description="UTC, ISO 8601")
+    duration_s: float = Field(description="wall time the server spent on the call")
+    status: Literal["ok", "error"] = Field(description="error: bad arguments or a failure")
+    result_bytes: int = Field(description="size of the result text returned to the agent")
+    verdict: str | None = Field(
+        default=None, description="the judge's verdict or speed verdict the call returned, if any"
+    )
+    error: str | None = Field(default=None, description="the error message, when status=error")
+
+
+class Telemetry:
+    """Appends one JSON line per tool call; each line is flushed and synced before the result
+    goes back, so a killed server loses no call it answered."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.records: list[ToolCallRecord] = []
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, record: ToolCallRecord) -> None:
+        self.records.append(record)
+        if self.path is None:
+            return
+        line = record.model_dump_json() + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _digest(arguments: dict[str, Any]) -> str:
+    text = json.dumps(arguments, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def redact(detail: str) -> str:
+    """A check's detail without the oracle values it quotes."""
+    return _EXPECTED_VALUE.sub("", detail)
+
+
+class TaskTools:
+    """The tools for one task and one workspace (the agent's working copy)."""
+
+    def __init__(
+        self,
+        task: Task,
+        workspace: Path,
+        telemetry: Telemetry,
+        max_budget_s: float = DEFAULT_MAX_BUDGET_S,
+        judge_fn: Callable[[Task, Path, JudgeOptions], JudgeResult] = judge,
+    ) -> None:
+        self.task = task
+        self.workspace = workspace
+        self.telemetry = telemetry
+        self.max_budget_s = max_budget_s
+        self._judge = judge_fn
+
+    # -- the tools ------------------------------------------------------------------------
+
+    def task_info(self) -> dict[str, Any]:
+        spec = self.task.spec
+        prompt = self.task.root / spec.prompt
+        return {
+            "id": spec.id,
+            "version": spec.version,
+            "title": spec.title,
+            "entry": {"file": spec.entry.file, "function": spec.entry.function},
+            "editable": list(spec.editable),
+            "tolerance": {"atol": spec.tolerance.atol, "rtol": spec.tolerance.rtol},
+            "workloads": [
+                {"name": w.name, "role": w.role, "description": w.description, "params": w.params}
+                for w in spec.workloads
+            ],
+            "contract": prompt.read_text() if prompt.is_file() else None,
+        }
+
+    def check_correctness(self) -> dict[str, Any]:
+        result = self._run(JudgeOptions(measure=False))
+        return self._correctness_view(result)
+
+    def measure(self, budget_s: float | None = None) -> dict[str, Any]:
+        if budget_s is not None and not (isinstance(budget_s, int | float) and budget_s > 0):
+            raise ToolInputError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
+        budget = min(float(budget_s or self.max_budget_s), self.max_budget_s)
+        result = self._run(JudgeOptions(measure=True, budget_s=budget))
+        view = self._correctness_view(result)
+        m = result.metrics
+        if m is None:
+            view["speed"] = None
+            view["speed_note"] = "no measurement: a rejected candidate gets no speed figure"
+            return view
+        overall = m.get("overall", {})
+        view["speed"] = {
+            "verdict": m.get("verdict"),
+            "ratio": overall.get("ratio"),
+            "ratio_ci": overall.get("ratio_ci"),
+            "why": overall.get("why"),
+            "budget_s": budget,
+            "stop": m.get("stop"),
+            "workloads": [
+                {
+                    "name": w.get("name"),
+                    "ratio": w.get("summary", {}).get("ratio"),
+                    "ratio_ci": w.get("summary", {}).get("ratio_ci"),
+                    "verdict": w.get("summary", {}).get("verdict"),
+                }
+                for w in m.get("workloads", [])
+            ],
+            "note": "ratio = candidate time / baseline time; below 1 is faster",
+        }
+        return view
+
+    # -- telemetry around every call ------------------------------------------------------
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Run `tool` and record the call, whatever happens (ToolInputError re-raised)."""
+        started = datetime.now(UTC).isoformat(timespec="milliseconds")
+        t0 = time.monotonic()
+        status: Literal["ok", "error"] = "ok"
+        error = None
+        out: dict[str, Any] = {}
+        try:
+            if tool == "task_info":
+                out = self.task_info()
+            elif tool == "check_correctness":
+                out = self.check_correctness()
+            elif tool == "measure":
+                out = self.measure(arguments.get("budget_s"))
+            else:
+                known = ", ".join(TOOL_NAMES)
+                raise ToolInputError(f"unknown tool {tool!r}; the tools are {known}")
+            return out
+        except Exception as e:
+            status, error = "error", f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            speed = out.get("speed") if isinstance(out.get("speed"), dict) else None
+            verdict = (speed or {}).get("verdict") or out.get("verdict")
+            self.telemetry.write(
+                ToolCallRecord(
+                    tool=tool,
+                    arguments_sha256=_digest(arguments),
+                    started_at=started,
+                    duration_s=round(time.monotonic() - t0, 4),
+                    status=status,
+                    result_bytes=len(json.dumps(out, default=str)) if status == "ok" else 0,
+                    verdict=verdict,
+                    error=error,
+                )
+            )
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _run(self, options: JudgeOptions) -> JudgeResult:
+        """Judge a snapshot of the workspace: the agent may keep editing while it runs."""
+        if not self.workspace.is_dir():
+            raise ToolInputError(f"the workspace {self.workspace} does not exist")
+        with tempfile.TemporaryDirectory(prefix="optarena-tool-") as tmp:
+            snapshot = Path(tmp) / "candidate"
+            shutil.copytree(
+                self.workspace,
+                snapshot,
+                symlinks=True,
+                ignore=shutil.ignore_patterns(".git", "__pycache__"),
+            )
+            return self._judge(self.task, snapshot, options)
+
+    @staticmethod
+    def _correctness_view(result: JudgeResult) -> dict[str, Any]:
+        failed = [c for c in result.checks if not c.passed]
+        return {
+            "verdict": result.verdict,
+            "reason_codes": list(result.reason_codes),
+            "failed_checks": [
+                {
+                    "check": c.name,
+                    "workload": c.workload,
+                    "code": c.code,
+                    "detail": redact(c.detail),
+                }
+                for c in failed
+            ],
+            "checks_passed": sum(c.passed for c in result.checks),
+            "checks_total": len(result.checks),
+            "note": "a tool result is advice to you, never the trial's score: the trial is "
+            "judged again, on fresh inputs, after you stop",
+        }
