@@ -58,6 +58,7 @@ from optarena.runs._workspace import (
     capture,
     check_workspace,
     clear_dir,
+    copy_artifacts,
     init_repos,
     write_starter,
 )
@@ -81,6 +82,7 @@ class TrialConfig:
     measure: bool = True
     budget_s: float | None = None
     agent_sandbox: bool = True  # False: --no-agent-sandbox (debugging; recorded as such)
+    artifacts: Path | None = None  # copied into the workspace before the baseline commit
 
 
 class TrialHook:
@@ -226,6 +228,8 @@ def _execute(
         clear_dir(workspace)  # empty unless --overwrite was given (checked before the row)
         logs_dir.mkdir(parents=True, exist_ok=True)
         starter = write_starter(task, workspace)
+        if config.artifacts is not None:
+            starter += copy_artifacts(config.artifacts, workspace, starter)
         baseline = init_repos(task, workspace, shadow)
         prompt = (workspace / PROMPT_NAME).read_text(encoding="utf-8")
         note["message"] = f"{workspace}: {', '.join(starter)}"

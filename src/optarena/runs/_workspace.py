@@ -99,6 +99,26 @@ def write_starter(task: Task, workspace: Path) -> list[str]:
     return [*files, PROMPT_NAME]
 
 
+def copy_artifacts(source: Path, workspace: Path, starter: list[str]) -> list[str]:
+    """Copy a condition's artifacts (skills, CLAUDE.md, .claude/, MCP configs) into the
+    workspace before the baseline commit, so they are part of what the agent starts from and
+    never count as its changes. They may not replace a starter file (the baseline's editable
+    files or the prompt): that would change the task, not the agent's set-up."""
+    if not source.is_dir():
+        raise OptarenaError(f"artifacts directory {source} does not exist")
+    copied = []
+    for path in sorted(source.rglob("*")):
+        rel = path.relative_to(source).as_posix()
+        if rel.split("/")[0] == ".git" or path.is_dir():
+            continue
+        if rel in starter:
+            raise OptarenaError(f"artifact {source / rel} would replace the starter file {rel}")
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, workspace / rel, follow_symlinks=False)
+        copied.append(rel)
+    return copied
+
+
 def _commit_baseline(workspace: Path, git_dir: Path | None, message: str) -> str:
     exclude = (git_dir or workspace / ".git") / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)

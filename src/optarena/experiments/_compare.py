@@ -1,0 +1,249 @@
+"""From an experiment's trials to per-condition figures and treatment-vs-baseline verdicts.
+
+Per trial the *effective* speed-up is the accepted candidate's speed-up, else 1.0 (a user who
+adopts only accepted candidates keeps the baseline otherwise): failures count instead of
+vanishing. Unknown tokens or cost stay unknown: a total over trials with some unknown is
+reported with how many were unknown, never as if they were zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from optarena.experiments._execute import ExperimentState
+from optarena.experiments._stats import (
+    bootstrap_ci,
+    decide,
+    effective_speedup,
+    expected_best_of_k,
+    median,
+    paired_difference,
+    wilson,
+)
+from optarena.ledger import TrialRecord
+
+COMPARISON_SCHEMA_VERSION = 1
+
+
+class TrialRow(BaseModel):
+    """One trial as the comparison uses it."""
+
+    trial_id: str
+    task: str
+    condition: str
+    repetition: int
+    agent_status: str | None
+    verdict: str | None
+    speedup: float | None = Field(description="baseline time / candidate time; None unmeasured")
+    speed_verdict: str | None
+    effective_speedup: float
+    tokens: int | None = Field(description="input + output tokens; None when unknown")
+    cost_usd: float | None
+    agent_wall_s: float | None
+    wall_s: float | None = Field(description="the whole trial, all phases")
+    identity: str = Field(description="task, judge and runtime hashes: pairs must share it")
+
+
+class Total(BaseModel):
+    """A sum over trials that says how many trials' figure was unknown."""
+
+    value: float | None = Field(description="sum over the known ones; None if none known")
+    unknown: int
+
+
+class ConditionSummary(BaseModel):
+    name: str
+    trials: int
+    agent_status: dict[str, int]
+    accepted: int
+    correctness_rate: float | None
+    correctness_ci: list[float] | None
+    improved: int = Field(description="accepted and speed verdict 'improved'")
+    improvement_rate: float | None
+    improvement_ci: list[float] | None
+    speedup_median: float | None = Field(description="accepted candidates' speed-ups")
+    speedup_ci: list[float] | None
+    effective_median: float | None
+    effective_ci: list[float] | None
+    best_of_k: list[float] = Field(description="expected best effective speed-up, k=1..n")
+    tokens: Total
+    cost_usd: Total
+    agent_wall_s: Total
+    wall_s: Total
+    cost_per_accepted: float | None = Field(description="None when any cost is unknown")
+    cost_per_log_speedup: float | None
+
+
+class TreatmentComparison(BaseModel):
+    treatment: str
+    baseline: str
+    pairs: int
+    drift_excluded: list[str] = Field(description="pair keys whose identities differ")
+    log_speedup_diff: float | None
+    log_speedup_ci: list[float] | None
+    correctness_diff: float | None
+    correctness_ci: list[float] | None
+    verdict: str
+    why: str
+
+
+class ExperimentComparison(BaseModel):
+    schema_version: int = COMPARISON_SCHEMA_VERSION
+    experiment: str
+    plan_sha256: str
+    scheduled: int
+    complete: int
+    conditions: list[ConditionSummary]
+    comparisons: list[TreatmentComparison]
+    trials: list[TrialRow]
+
+
+def trial_row(r: TrialRecord) -> TrialRow:
+    m: dict[str, Any] = r.metrics or {}
+    overall = m.get("overall") or {}
+    speedup = overall.get("speedup") if r.verdict == "accepted" else None
+    usage = r.metered_usage or r.usage
+    tokens = None
+    if usage.input_tokens is not None and usage.output_tokens is not None:
+        tokens = usage.input_tokens + usage.output_tokens
+    runtime = (r.runtime or {}).get("sha256", "")
+    wall = sum(r.phases_s.values()) if r.phases_s else None
+    return TrialRow(
+        trial_id=r.id,
+        task=r.task.id,
+        condition=r.labels.get("condition", "?"),
+        repetition=int(r.labels.get("repetition", "0")),
+        agent_status=r.agent_status,
+        verdict=r.verdict,
+        speedup=speedup,
+        speed_verdict=m.get("verdict") if r.verdict == "accepted" else None,
+        effective_speedup=effective_speedup(r.verdict == "accepted", speedup),
+        tokens=tokens,
+        cost_usd=usage.cost_usd,
+        agent_wall_s=r.agent_wall_s,
+        wall_s=wall,
+        identity=f"{r.task.sha256[:12]}/{r.judge_sha256[:12]}/{str(runtime)[:12]}",
+    )
+
+
+def _total(values: list[float | int | None]) -> Total:
+    known = [float(v) for v in values if v is not None]
+    return Total(value=sum(known) if known else None, unknown=len(values) - len(known))
+
+
+def _ci(ci: tuple[float, float] | None) -> list[float] | None:
+    return None if ci is None else [ci[0], ci[1]]
+
+
+def summarize_condition(name: str, rows: list[TrialRow], seed: int) -> ConditionSummary:
+    n = len(rows)
+    accepted = [r for r in rows if r.verdict == "accepted"]
+    improved = [r for r in accepted if r.speed_verdict == "improved"]
+    speedups = [r.speedup for r in accepted if r.speedup is not None]
+    eff = [r.effective_speedup for r in rows]
+    cost = _total([r.cost_usd for r in rows])
+    log_gain = sum(math.log(e) for e in eff)
+    known_cost = cost.value if cost.unknown == 0 else None
+    return ConditionSummary(
+        name=name,
+        trials=n,
+        agent_status=dict(Counter(r.agent_status or "none" for r in rows)),
+        accepted=len(accepted),
+        correctness_rate=len(accepted) / n if n else None,
+        correctness_ci=_ci(wilson(len(accepted), n)),
+        improved=len(improved),
+        improvement_rate=len(improved) / n if n else None,
+        improvement_ci=_ci(wilson(len(improved), n)),
+        speedup_median=median(speedups) if speedups else None,
+        speedup_ci=_ci(bootstrap_ci(speedups, seed=seed)),
+        effective_median=median(eff) if eff else None,
+        effective_ci=_ci(bootstrap_ci(eff, seed=seed)),
+        best_of_k=_best_of_k(rows),
+        tokens=_total([r.tokens for r in rows]),
+        cost_usd=cost,
+        agent_wall_s=_total([r.agent_wall_s for r in rows]),
+        wall_s=_total([r.wall_s for r in rows]),
+        cost_per_accepted=known_cost / len(accepted)
+        if known_cost is not None and accepted
+        else None,
+        cost_per_log_speedup=known_cost / log_gain
+        if known_cost is not None and log_gain > 0
+        else None,
+    )
+
+
+def _best_of_k(rows: list[TrialRow]) -> list[float]:
+    """Per task the exact expected best of k repetitions, then the mean over tasks."""
+    by_task: dict[str, list[float]] = {}
+    for r in rows:
+        by_task.setdefault(r.task, []).append(r.effective_speedup)
+    if not by_task:
+        return []
+    kmax = min(len(v) for v in by_task.values())
+    return [
+        sum(expected_best_of_k(v, k) for v in by_task.values()) / len(by_task)
+        for k in range(1, kmax + 1)
+    ]
+
+
+def compare_treatment(
+    treatment: str, baseline: str, rows: list[TrialRow], min_effect: float, seed: int
+) -> TreatmentComparison:
+    base = {(r.task, r.repetition): r for r in rows if r.condition == baseline}
+    treat = {(r.task, r.repetition): r for r in rows if r.condition == treatment}
+    keys = sorted(set(base) & set(treat))
+    drift = [f"{t}/{rep}" for t, rep in keys if base[(t, rep)].identity != treat[(t, rep)].identity]
+    clean = [k for k in keys if f"{k[0]}/{k[1]}" not in drift]
+    log_pairs = [
+        (math.log(base[k].effective_speedup), math.log(treat[k].effective_speedup)) for k in clean
+    ]
+    acc_pairs = [
+        (float(base[k].verdict == "accepted"), float(treat[k].verdict == "accepted")) for k in clean
+    ]
+    est, ci = paired_difference(log_pairs, seed=seed)
+    cest, cci = paired_difference(acc_pairs, seed=seed + 1)
+    verdict, why = decide(est, ci, math.log1p(min_effect), len(clean))
+    if drift:
+        why += f"; {len(drift)} pair(s) excluded for drift"
+    return TreatmentComparison(
+        treatment=treatment,
+        baseline=baseline,
+        pairs=len(clean),
+        drift_excluded=drift,
+        log_speedup_diff=est,
+        log_speedup_ci=_ci(ci),
+        correctness_diff=cest,
+        correctness_ci=_ci(cci),
+        verdict=verdict,
+        why=why,
+    )
+
+
+def compare_experiment(state: ExperimentState) -> ExperimentComparison:
+    plan = state.plan
+    seed = plan.plan.experiment.seed
+    done = [state.done(s.key) for s in state.schedule]
+    rows = [trial_row(r) for r in done if r is not None]
+    conditions = [
+        summarize_condition(c.name, [r for r in rows if r.condition == c.name], seed)
+        for c in plan.plan.conditions
+    ]
+    comparisons = []
+    if plan.plan.compare is not None:
+        cmp = plan.plan.compare
+        comparisons = [
+            compare_treatment(t, cmp.baseline, rows, cmp.min_effect, seed) for t in cmp.treatments
+        ]
+    return ExperimentComparison(
+        experiment=plan.name,
+        plan_sha256=plan.sha256,
+        scheduled=len(state.schedule),
+        complete=len(rows),
+        conditions=conditions,
+        comparisons=comparisons,
+        trials=rows,
+    )

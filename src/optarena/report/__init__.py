@@ -1,0 +1,7 @@
+"""Reports of an experiment comparison: one self-contained HTML file (inline SVG plots, no
+network), Markdown, or JSON, all from the same `ExperimentComparison`."""
+
+from optarena.report._html import render_html
+from optarena.report._markdown import render_markdown
+
+__all__ = ["render_html", "render_markdown"]
