@@ -10,6 +10,7 @@ machine would disturb each other.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +29,9 @@ from optarena.tasks import Task
 
 EXPERIMENT_LABEL = "experiment"
 KEY_LABEL = "experiment_key"
+# The agent's processes see their trial's key (task/condition/repetition): a scripted agent can
+# seed itself from it and behave the same when an experiment is re-run.
+KEY_ENV = "OPTARENA_EXPERIMENT_KEY"
 
 
 class _Env(TrialHook):
@@ -80,6 +84,8 @@ def trial_config(plan: LoadedPlan, s: ScheduledTrial) -> TrialConfig:
     args = dict(c.agent_args)
     if c.command is not None:
         args["command"] = c.command
+    if "command" in args:  # {plan_dir}: where the plan's own files (agent scripts) are
+        args["command"] = args["command"].replace("{plan_dir}", shlex.quote(str(plan.path.parent)))
     labels = {
         **c.labels,
         EXPERIMENT_LABEL: plan.name,
@@ -140,7 +146,10 @@ def run_experiment(
         cond = plan.condition(s.condition)
         with Ledger.open(ledger_home) as ledger:  # one connection per thread
             return run_trial(
-                trial_config(plan, s), ledger, hooks=[_Env(dict(cond.env))], judge_fn=locked_judge
+                trial_config(plan, s),
+                ledger,
+                hooks=[_Env({**cond.env, KEY_ENV: s.key})],
+                judge_fn=locked_judge,
             )
 
     emit = on_event or (lambda *a: None)

@@ -1,0 +1,212 @@
+"""`optarena experiment freeze|run|status|compare` and `optarena report`."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.live import Live
+from rich.table import Table
+
+from optarena.cli._app import app, console, err_console
+from optarena.errors import OptarenaError
+
+if TYPE_CHECKING:
+    from optarena.experiments import LoadedPlan, ScheduledTrial
+    from optarena.ledger import TrialRecord
+
+experiment_app = typer.Typer(
+    help="Run declared conditions x tasks x repetitions and compare them.", no_args_is_help=True
+)
+app.add_typer(experiment_app, name="experiment")
+
+PlanArg = Annotated[Path, typer.Argument(help="the plan (TOML)")]
+LedgerOpt = Annotated[
+    Path | None,
+    typer.Option("--ledger", help="ledger directory (default: $OPTARENA_LEDGER, else the user's)"),
+]
+
+
+def _home(ledger: Path | None) -> Path:
+    from optarena.ledger._paths import default_home
+
+    return (ledger or default_home()).expanduser()
+
+
+def _checked(plan_path: Path, refreeze: bool = False) -> LoadedPlan:
+    from optarena.experiments import drift, freeze, load_plan
+
+    plan = load_plan(plan_path)
+    changed = drift(plan)
+    if changed and not refreeze:
+        raise OptarenaError(
+            f"{plan.path}: the plan or what it depends on changed since it was frozen "
+            f"({'; '.join(changed)}); run with --refreeze to accept the change"
+        )
+    if changed:
+        freeze(plan)
+        err_console.print(f"refrozen: {'; '.join(changed)}")
+    return plan
+
+
+@experiment_app.command("freeze")
+def freeze_cmd(plan: PlanArg) -> None:
+    """Write PLAN.lock: the plan's hash, task, judge, runtime and agent identities, and the
+    full trial schedule. `experiment run` refuses a plan that no longer matches it."""
+    from optarena.experiments import freeze, load_plan, schedule
+
+    loaded = load_plan(plan)
+    path = freeze(loaded)
+    console.print(f"froze {loaded.name}: {len(schedule(loaded))} trials -> {path}")
+
+
+def _live_table(counts: dict[str, float | int], t0: float) -> Table:
+    done, total = int(counts["done"]), int(counts["total"])
+    elapsed = time.monotonic() - t0
+    rate = elapsed / counts["finished_now"] if counts["finished_now"] else None
+    eta = "-" if rate is None else f"{rate * (total - done):.0f} s"
+    t = Table(title="experiment", show_header=True)
+    for col in ("done", "running", "failed", "tokens", "cost USD", "elapsed", "ETA"):
+        t.add_column(col, justify="right")
+    t.add_row(
+        f"{done}/{total}",
+        str(counts["running"]),
+        str(counts["failed"]),
+        str(int(counts["tokens"])),
+        f"{counts['cost']:.4f}",
+        f"{elapsed:.0f} s",
+        eta,
+    )
+    return t
+
+
+@experiment_app.command("run")
+def run_cmd(
+    plan: PlanArg,
+    ledger: LedgerOpt = None,
+    max_parallel: Annotated[int | None, typer.Option(min=1, help="agents at once")] = None,
+    refreeze: Annotated[bool, typer.Option(help="accept a changed plan and re-freeze")] = False,
+) -> None:
+    """Run every pending trial of the plan (resumes: complete trials are kept, interrupted
+    ones run again, nothing is duplicated)."""
+    from optarena.experiments import experiment_state, run_experiment
+    from optarena.ledger import Ledger
+
+    loaded = _checked(plan, refreeze)
+    home = _home(ledger)
+    with Ledger.open(home) as led:
+        before = experiment_state(loaded, led)
+    counts: dict[str, float | int] = {
+        "done": before.counts()["complete"],
+        "total": len(before.schedule),
+        "running": 0,
+        "failed": 0,
+        "tokens": 0,
+        "cost": 0.0,
+        "finished_now": 0,
+    }
+    t0 = time.monotonic()
+    with Live(_live_table(counts, t0), console=err_console, transient=False) as live:
+
+        def on_event(
+            kind: str, s: ScheduledTrial, record: TrialRecord | None, message: str
+        ) -> None:
+            if kind == "start":
+                counts["running"] = int(counts["running"]) + 1
+            else:
+                counts["running"] = int(counts["running"]) - 1
+            if kind == "end" and record is not None:
+                counts["done"] = int(counts["done"]) + 1
+                counts["finished_now"] = int(counts["finished_now"]) + 1
+                if record.verdict != "accepted":
+                    counts["failed"] = int(counts["failed"]) + 1
+                u = record.metered_usage or record.usage
+                counts["tokens"] = (
+                    int(counts["tokens"]) + (u.input_tokens or 0) + (u.output_tokens or 0)
+                )
+                counts["cost"] = float(counts["cost"]) + (u.cost_usd or 0.0)
+                live.console.print(
+                    f"{s.key}: {record.agent_status}, {record.verdict or record.state}"
+                )
+            if kind == "error":
+                live.console.print(f"{s.key}: error: {message}")
+            live.update(_live_table(counts, t0))
+
+        try:
+            state = run_experiment(loaded, home, max_parallel=max_parallel, on_event=on_event)
+        except KeyboardInterrupt:
+            err_console.print(
+                "interrupted: finished trials are recorded, the interrupted one is marked; "
+                f"run `optarena experiment run {plan}` again to resume"
+            )
+            raise
+    c = state.counts()
+    console.print(f"{loaded.name}: {c['complete']}/{c['scheduled']} trials complete")
+
+
+@experiment_app.command("status")
+def status_cmd(plan: PlanArg, ledger: LedgerOpt = None) -> None:
+    """How many trials of the plan are complete, pending, interrupted."""
+    from optarena.experiments import experiment_state, load_plan
+    from optarena.ledger import Ledger
+
+    loaded = load_plan(plan)
+    with Ledger.open(_home(ledger)) as led:
+        state = experiment_state(loaded, led)
+    c = state.counts()
+    console.print(
+        f"{loaded.name}: {c['complete']}/{c['scheduled']} complete, {c['pending']} pending, "
+        f"{c['interrupted_rows']} interrupted rows on record"
+    )
+
+
+@experiment_app.command("compare")
+def compare_cmd(
+    plan: PlanArg,
+    ledger: LedgerOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Per condition and treatment vs baseline, from the complete trials."""
+    from optarena.experiments import compare_experiment, experiment_state, load_plan
+    from optarena.ledger import Ledger
+    from optarena.report import render_markdown
+
+    loaded = load_plan(plan)
+    with Ledger.open(_home(ledger)) as led:
+        comparison = compare_experiment(experiment_state(loaded, led))
+    if as_json:
+        console.print_json(comparison.model_dump_json())
+    else:
+        console.print(render_markdown(comparison), markup=False)
+
+
+@app.command("report")
+def report_cmd(
+    plan: PlanArg,
+    output: Annotated[Path, typer.Option("-o", "--output", help="file to write")],
+    fmt: Annotated[str, typer.Option("--format", help="html, md or json")] = "html",
+    ledger: LedgerOpt = None,
+) -> None:
+    """A report of an experiment: one self-contained HTML file, Markdown, or JSON."""
+    from optarena.experiments import compare_experiment, experiment_state, load_plan
+    from optarena.ledger import Ledger
+    from optarena.report import render_html, render_markdown
+
+    if fmt not in ("html", "md", "json"):
+        raise OptarenaError(f"--format {fmt!r}: expected html, md or json")
+    loaded = load_plan(plan)
+    home = _home(ledger)
+    with Ledger.open(home) as led:
+        comparison = compare_experiment(experiment_state(loaded, led))
+    links = {r.trial_id: str(home / "work" / r.trial_id) for r in comparison.trials}
+    if fmt == "html":
+        text = render_html(comparison, links)
+    elif fmt == "md":
+        text = render_markdown(comparison)
+    else:
+        text = json.dumps(json.loads(comparison.model_dump_json()), indent=1)
+    output.write_text(text)
+    console.print(f"wrote {output} ({len(text)} bytes)")
