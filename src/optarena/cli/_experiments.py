@@ -16,7 +16,7 @@ from optarena.errors import OptarenaError
 
 if TYPE_CHECKING:
     from optarena.experiments import LoadedPlan, ScheduledTrial
-    from optarena.ledger import TrialRecord
+    from optarena.ledger import Ledger, TrialRecord
 
 experiment_app = typer.Typer(
     help="Run declared conditions x tasks x repetitions and compare them.", no_args_is_help=True
@@ -201,12 +201,28 @@ def report_cmd(
     home = _home(ledger)
     with Ledger.open(home) as led:
         comparison = compare_experiment(experiment_state(loaded, led))
-    links = {r.trial_id: str(home / "work" / r.trial_id) for r in comparison.trials}
     if fmt == "html":
-        text = render_html(comparison, links)
+        with Ledger.open(home) as led:
+            details = {r.trial_id: _trial_texts(led, r.trial_id) for r in comparison.trials}
+        text = render_html(comparison, details)
     elif fmt == "md":
         text = render_markdown(comparison)
     else:
         text = json.dumps(json.loads(comparison.model_dump_json()), indent=1)
     output.write_text(text)
     console.print(f"wrote {output} ({len(text)} bytes)")
+
+
+TAIL_CHARS = 20_000
+
+
+def _trial_texts(led: Ledger, trial_id: str) -> dict[str, str]:
+    """What the report shows of one trial: reasons, diff and log tails, from the ledger."""
+    r = led.get(trial_id)
+    out = {"verdict": f"{r.verdict or r.state}: " + ("; ".join(r.reasons) or "no reasons")}
+    for name in ("diff", "logs/stdout.log", "logs/stderr.log"):
+        sha = r.artifacts.get(name)
+        if sha and led.store.has(sha):
+            text = led.store.read_bytes(sha).decode("utf-8", errors="replace")
+            out[name] = text[-TAIL_CHARS:] or "(empty)"
+    return out

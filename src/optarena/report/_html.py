@@ -3,6 +3,7 @@ fetched, so it renders offline and can be archived with the ledger."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
 
 from optarena.experiments import ExperimentComparison
@@ -24,37 +25,57 @@ th{background:#f3f3f3}
 .charts{display:flex;flex-wrap:wrap;gap:1rem}
 .charts svg{border:1px solid #eee;background:#fff}
 code{background:#f6f6f6;padding:0 3px}
+pre{background:#f8f8f8;padding:6px;overflow-x:auto;font-size:12px;max-height:30em}
 """
 
 
-def _table(header: list[str], rows: list[list[str]], ids: list[str] | None = None) -> str:
+def _table(header: list[str], rows: list[list[str]], raw_first: bool = False) -> str:
+    """`raw_first`: the first cell of each row is already HTML (a link)."""
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     body = []
-    for i, row in enumerate(rows):
-        attr = f' id="{escape(ids[i])}"' if ids else ""
-        body.append(f"<tr{attr}>" + "".join(f"<td>{escape(x)}</td>" for x in row) + "</tr>")
+    for row in rows:
+        cells = [row[0] if raw_first else escape(row[0]), *(escape(x) for x in row[1:])]
+        body.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def render_html(c: ExperimentComparison, trial_links: dict[str, str] | None = None) -> str:
-    """`trial_links`: trial id -> a relative link (e.g. to its diff and logs) shown per row."""
+def _cost_points(c: ExperimentComparison) -> tuple[list[tuple[str, float, float]], str]:
+    costs = [(r.condition, r.cost_usd, r.effective_speedup) for r in c.trials]
+    known = [(s, x, y) for s, x, y in costs if x is not None]
+    if known:
+        return known, "cost USD"
+    tokens = [(r.condition, r.tokens, r.effective_speedup) for r in c.trials]
+    return [(s, float(x), y) for s, x, y in tokens if x is not None], "tokens"
+
+
+def _detail(trial_id: str, verdict: str, parts: Mapping[str, str]) -> str:
+    body = "".join(
+        f"<h4>{escape(name)}</h4><pre>{escape(text)}</pre>" for name, text in parts.items()
+    )
+    return (
+        f"<details id='trial-{escape(trial_id)}'><summary>trial {escape(trial_id)}: "
+        f"{escape(verdict)}</summary>{body}</details>"
+    )
+
+
+def render_html(
+    c: ExperimentComparison, details: Mapping[str, Mapping[str, str]] | None = None
+) -> str:
+    """`details`: per trial id, named texts (reasons, diff, logs) shown under the tables; each
+    trial row links to its own."""
+    points, cost_axis = _cost_points(c)
+    cost_chart = (
+        scatter_chart("cost vs speed-up, per trial", points, cost_axis, "effective speed-up")
+        if points
+        else "<p>cost vs speed-up: no trial has a known cost or token count</p>"
+    )
     charts = [
         interval_chart(
             "effective speed-up per condition (median, 95% CI)",
             [(s.name, s.effective_median, s.effective_ci) for s in c.conditions],
             "effective speed-up",
         ),
-        scatter_chart(
-            "cost vs speed-up, per trial",
-            [
-                (r.condition, r.cost_usd, r.effective_speedup)
-                for r in c.trials
-                if r.cost_usd is not None
-            ]
-            or [(r.condition, float(r.tokens or 0), r.effective_speedup) for r in c.trials],
-            "cost USD (tokens where cost is unknown)",
-            "effective speed-up",
-        ),
+        cost_chart,
         line_chart(
             "expected best effective speed-up of k repetitions",
             {s.name: s.best_of_k for s in c.conditions if s.best_of_k},
@@ -68,14 +89,19 @@ def render_html(c: ExperimentComparison, trial_links: dict[str, str] | None = No
             "agent wall s",
         ),
     ]
+    details = details or {}
     rows = trial_rows(c)
-    links = trial_links or {}
     for row, r in zip(rows, c.trials, strict=True):
-        if r.trial_id in links:
-            row[0] = f"{r.trial_id} ({links[r.trial_id]})"
+        tid = escape(r.trial_id)
+        row[0] = f"<a href='#trial-{tid}'>{tid}</a>" if r.trial_id in details else tid
     comparisons = ""
     if c.comparisons:
         comparisons = "<h2>Comparisons</h2>" + _table(COMPARISON_HEADER, comparison_rows(c))
+    blocks = "".join(
+        _detail(r.trial_id, r.verdict or "no verdict", details[r.trial_id])
+        for r in c.trials
+        if r.trial_id in details
+    )
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>optarena experiment {escape(c.experiment)}</title><style>{CSS}</style></head>"
@@ -89,6 +115,7 @@ def render_html(c: ExperimentComparison, trial_links: dict[str, str] | None = No
         + _table(CONDITION_HEADER, condition_rows(c))
         + comparisons
         + "<h2>Trials</h2>"
-        + _table(TRIAL_HEADER, rows, [f"trial-{r.trial_id}" for r in c.trials])
+        + _table(TRIAL_HEADER, rows, raw_first=True)
+        + (f"<h2>Trial details</h2>{blocks}" if blocks else "")
         + "</body></html>"
     )

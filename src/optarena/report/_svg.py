@@ -97,7 +97,7 @@ def line_chart(title: str, series: dict[str, list[float]], xlabel: str, ylabel: 
     fx = _scale(1, max(n, 2), PAD + 10, W - 160)
     fy = _scale(min(allv) * 0.97, max(allv) * 1.03, H - PAD - 6, 30)
     body = []
-    for i, (name, vals) in enumerate(series.items()):
+    for i, (name, vals) in enumerate(sorted(series.items())):
         c = colours[i % len(colours)]
         pts = " ".join(f"{fx(k + 1):.1f},{fy(v):.1f}" for k, v in enumerate(vals))
         body.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-width="2"/>')
