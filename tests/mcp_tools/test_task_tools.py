@@ -169,3 +169,30 @@ def test_redact_drops_oracle_values_only() -> None:
     assert redact(detail).endswith("first at (0, 1): got 1.5")
     assert redact("expected shape (4, 8), got (8, 4)") == "expected shape (4, 8), got (8, 4)"
     assert redact("got nan, expected -inf") == "got nan"
+
+
+def test_a_contained_agent_reaches_the_tools_through_the_relay(
+    small_task: Task, tmp_path: Path
+) -> None:
+    """The agent's side runs only the relay; the server (and its telemetry) is the host's."""
+    from optarena.mcp import ToolsHost
+
+    ws = _workspace(small_task, tmp_path / "ws", WRONG)
+    log = tmp_path / "outside" / "calls.jsonl"
+    with ToolsHost(str(small_task.root), ws, log, max_budget_s=5.0) as host:
+        argv = host.argv()
+        params = StdioServerParameters(command=argv[0], args=argv[1:])
+
+        async def go() -> tuple[Any, Any]:
+            async with Client(params) as client:
+                info = await client.call_tool("task_info", {})
+                check = await client.call_tool("check_correctness", {})
+                return info, check
+
+        info, check = anyio.run(go)
+        assert host.served == 1
+    assert json.loads(_text(info))["id"] == "rmsnorm"
+    assert json.loads(_text(check))["verdict"] == "rejected"
+    tools = [ToolCallRecord.model_validate_json(x).tool for x in log.read_text().splitlines()]
+    assert tools == ["task_info", "check_correctness"]
+    assert not host.socket_path.exists()

@@ -35,3 +35,17 @@ def serve_cmd(
         raise OptarenaError(f"--workspace {workspace}: not a directory")
     tools = TaskTools(resolve_task(task), workspace.resolve(), Telemetry(telemetry), max_budget_s)
     serve_stdio(tools)
+
+
+@mcp_app.command("relay")
+def relay_cmd(
+    socket_path: Annotated[Path, typer.Option("--socket", help="the tools host's Unix socket")],
+) -> None:
+    """Relay stdio to optarena's task-tools host (what a contained agent runs as its MCP
+    server: the real server runs outside the agent's reach)."""
+    from optarena.mcp._host import relay
+
+    try:
+        relay(socket_path)
+    except OSError as e:
+        raise OptarenaError(f"--socket {socket_path}: cannot reach the tools host: {e}") from None

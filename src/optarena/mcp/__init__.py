@@ -5,6 +5,7 @@ the judge's own judgement of the delivered files after the agent stops, and ever
 recorded by the server (`Telemetry`), outside what the tool returns to the agent.
 """
 
+from optarena.mcp._host import ToolsHost, relay
 from optarena.mcp._server import build_server, serve_stdio
 from optarena.mcp._tools import TOOL_NAMES, TaskTools, Telemetry, ToolCallRecord, ToolInputError
 
@@ -14,6 +15,8 @@ __all__ = [
     "Telemetry",
     "ToolCallRecord",
     "ToolInputError",
+    "ToolsHost",
     "build_server",
+    "relay",
     "serve_stdio",
 ]

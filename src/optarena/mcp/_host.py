@@ -1,0 +1,141 @@
+"""The task tools for a contained agent: the server runs outside the agent's sandbox, the agent
+gets a relay.
+
+The agent's CLI starts `optarena mcp relay --socket PATH` as its MCP server (a process inside
+its containment, with its uid). The relay only copies bytes between its stdio and a Unix socket.
+Behind the socket, `ToolsHost` (in optarena's own process) starts one `optarena mcp serve` per
+connection, as optarena's user, with the connection as its stdin and stdout: the judge, the
+task package and the telemetry file stay where the agent cannot write, and the agent can forge
+neither a tool result's verdict in the log nor the log itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from types import TracebackType
+
+
+class ToolsHost:
+    """Listens on a Unix socket in a fresh directory; one server process per connection."""
+
+    def __init__(
+        self,
+        task_ref: str,
+        workspace: Path,
+        telemetry: Path,
+        max_budget_s: float = 60.0,
+        socket_dir: Path | None = None,
+    ) -> None:
+        self.task_ref = task_ref
+        self.workspace = workspace
+        self.telemetry = telemetry
+        self.max_budget_s = max_budget_s
+        self._dir = Path(tempfile.mkdtemp(prefix="optarena-tools-", dir=socket_dir))
+        self.socket_path = self._dir / "tools.sock"
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._children: list[subprocess.Popen[bytes]] = []
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+
+    def argv(self) -> list[str]:
+        """The relay command an agent's MCP configuration names."""
+        return [sys.executable, "-m", "optarena", "mcp", "relay", "--socket", str(self.socket_path)]
+
+    def start(self) -> ToolsHost:
+        os.chmod(self._dir, 0o755)  # the agent's uid must reach the socket
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(str(self.socket_path))
+        os.chmod(self.socket_path, 0o666)
+        sock.listen(8)
+        self._sock = sock
+        self._thread = threading.Thread(target=self._accept, daemon=True, name="tools-host")
+        self._thread.start()
+        return self
+
+    def _accept(self) -> None:
+        assert self._sock is not None
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            cmd = [
+                sys.executable, "-m", "optarena", "mcp", "serve",
+                "--task", self.task_ref,
+                "--workspace", str(self.workspace),
+                "--telemetry", str(self.telemetry),
+                "--max-budget-s", str(self.max_budget_s),
+            ]  # fmt: skip
+            try:
+                child = subprocess.Popen(
+                    cmd, stdin=conn.fileno(), stdout=conn.fileno(), stderr=subprocess.DEVNULL
+                )
+            finally:
+                conn.close()  # the child holds its own copies
+            with self._lock:
+                self._children.append(child)
+
+    @property
+    def served(self) -> int:
+        """Connections served so far (one server process each)."""
+        with self._lock:
+            return len(self._children)
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+            self._sock.close()
+        with self._lock:
+            children = list(self._children)
+        for child in children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=5)  # ends when the relay closes its side
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        with contextlib.suppress(OSError):
+            self.socket_path.unlink()
+        with contextlib.suppress(OSError):
+            self._dir.rmdir()
+
+    def __enter__(self) -> ToolsHost:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def relay(socket_path: Path) -> int:
+    """Copy stdin to the socket and the socket to stdout until either side ends."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(socket_path))
+    stdin, stdout = sys.stdin.buffer.fileno(), sys.stdout.buffer.fileno()
+
+    def up() -> None:
+        while data := os.read(stdin, 65536):
+            sock.sendall(data)
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_WR)
+
+    t = threading.Thread(target=up, daemon=True)
+    t.start()
+    while data := sock.recv(65536):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(stdout, view) :]
+    return 0
