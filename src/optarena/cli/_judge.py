@@ -36,6 +36,12 @@ def judge_cmd(
 ) -> None:
     """Judge a candidate, then time it against the baseline: exit 0 accepted, 1 rejected, 2 bad
     input."""
+    from optarena.tasks.external import is_external_spec
+
+    if is_external_spec(Path(task)):  # a frozen external project task
+        from optarena.cli._external import judge_external_cmd
+
+        judge_external_cmd(Path(task), candidate, as_json, seed, no_measure)
     t = resolve_task(task)
     if not candidate.is_dir():
         from optarena.errors import OptarenaError

@@ -38,7 +38,14 @@ def show_cmd(
     task: Annotated[str, typer.Argument(help="built-in id or path to a task directory")],
     as_json: Annotated[bool, typer.Option("--json", help="print the spec as JSON")] = False,
 ) -> None:
-    """Everything a task declares, with its identity hash."""
+    """Everything a task declares, with its identity hash (or a frozen external spec)."""
+    from optarena.tasks.external import is_external_spec
+
+    if is_external_spec(Path(task)):
+        from optarena.cli._external import show_external
+
+        show_external(Path(task), as_json)
+        return
     t = resolve_task(task)
     if as_json:
         data = {"spec": t.spec.model_dump(), "sha256": t.sha256, "root": str(t.root)}

@@ -1,0 +1,83 @@
+"""`optarena task freeze|show` for external project tasks, and `judge FROZEN CANDIDATE`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from optarena.cli._app import console, err_console, task_app
+from optarena.errors import OptarenaError
+
+
+@task_app.command("freeze")
+def freeze_cmd(
+    spec: Annotated[Path, typer.Argument(help='an external task spec (kind = "external")')],
+    output: Annotated[Path, typer.Option("-o", "--output", help="the frozen spec to write")],
+) -> None:
+    """Resolve the spec's base to a full commit and write the frozen spec with the hashes of
+    the spec, the tree at base and the holdout: what `judge` and `run` accept."""
+    from optarena.tasks.external import freeze_external
+
+    if not spec.is_file():
+        raise OptarenaError(f"{spec}: no such spec file")
+    f = freeze_external(spec, output)
+    gaps = f.gaps()
+    console.print(
+        f"froze {f.spec.id} {f.spec.version} at {f.frozen.base_commit[:12]} -> {output}"
+        + (f" (gaps: {', '.join(gaps)})" if gaps else "")
+    )
+
+
+def show_external(frozen: Path, as_json: bool) -> None:
+    """`task show FROZEN`: a frozen external spec, checked for drift."""
+    from optarena.tasks.external import load_frozen
+
+    f = load_frozen(frozen)
+    if as_json:
+        console.print_json(f.model_dump_json(by_alias=True))
+        return
+    s = f.spec
+    console.print(f"{s.id} {s.version}: {s.title}")
+    console.print(f"  repository  {f.frozen.repo} at {f.frozen.base_commit}")
+    console.print(f"  editable    {', '.join(s.project.editable)}")
+    for name, cmd in (("set-up", s.setup), ("gate", s.quality), ("benchmark", s.benchmark)):
+        console.print(f"  {name:<11} {cmd.command if cmd else '(none)'}")
+    if s.benchmark:
+        metric = s.benchmark.metric.model_dump(by_alias=True, exclude_none=True)
+        console.print(f"  metric      {metric}, {s.benchmark.direction} is better")
+    console.print(f"  gaps        {', '.join(f.gaps()) or 'none'}")
+    console.print("  drift       none (repository, base tree and holdout match)")
+
+
+def judge_external_cmd(
+    frozen_path: Path, candidate: Path, as_json: bool, seed: int | None, no_measure: bool
+) -> NoReturn:
+    from optarena.judge._external import judge_external
+    from optarena.judge._seal import verify_judge
+    from optarena.tasks.external import load_frozen
+
+    f = load_frozen(frozen_path)
+    if not candidate.exists():
+        raise OptarenaError(f"candidate '{candidate}' does not exist (a patch file or a directory)")
+    verify_judge()
+    if not as_json:
+        err_console.print(f"judging {candidate} on {f.spec.id} (external: gate, then benchmark)")
+    result = judge_external(f, candidate, measure=not no_measure, seed=seed)
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        console.print(f"{result.verdict}" + (f" ({', '.join(result.gaps)})" if result.gaps else ""))
+        for reason in result.reasons:
+            console.print(f"  - {reason[:400]}")
+        m = result.metrics
+        if m is not None:
+            o = m["overall"]
+            ci = o.get("ratio_ci")
+            span = f", interval {ci[0]:.3f}..{ci[1]:.3f}" if ci else ""
+            ratio = "-" if o.get("ratio") is None else f"{o['ratio']:.3f}"
+            console.print(f"  speed: {ratio}x baseline{span}, {o['verdict']} ({o['why']})")
+            for note in m["crosscheck"]:
+                console.print(f"  note: {note}")
+    raise typer.Exit(0 if result.verdict == "accepted" else 1)

@@ -1,0 +1,326 @@
+"""Judging a candidate of an external task: the project's own gate and benchmark, frozen.
+
+Two clean clones at the frozen base (baseline, and candidate with only its in-scope changes),
+set-up in each, the holdout copied into each; the gate on the baseline (a failure there is the
+task's, not the candidate's) and on the candidate; then the benchmark on both in AB/BA rounds
+from a random start, the metric read from each run, the same estimate, interval and four-way
+verdict as built-in tasks over rounds. Without a gate the verdict is `unverified` and a speed
+verdict is never `improved`; without a benchmark there are no metrics. Gaps are recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import secrets
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from optarena.errors import OptarenaError
+from optarena.judge._external_run import (
+    CommandRun,
+    junit_failures,
+    limits_of,
+    read_metric,
+    run_command,
+)
+from optarena.judge._measure_report import summarize
+from optarena.judge._result import Check
+from optarena.judge._stats import decided, estimate
+from optarena.sandbox import SandboxPolicy
+from optarena.tasks import in_scope
+from optarena.tasks.external import FrozenExternal
+from optarena.tasks.external._spec import git
+
+EXTERNAL_JUDGE_SCHEMA_VERSION = 1
+
+
+class ExternalJudgement(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = EXTERNAL_JUDGE_SCHEMA_VERSION
+    task: dict[str, Any] = Field(description="id, version and the frozen hashes")
+    candidate: dict[str, Any] = Field(description="kind (patch or directory), sha256, changes")
+    seed: int
+    verdict: Literal["accepted", "rejected", "unverified"]
+    reason_codes: list[str]
+    reasons: list[str]
+    checks: list[Check]
+    metrics: dict[str, Any] | None = None
+    gaps: list[str] = Field(description="no_quality_gate, no_benchmark")
+    ignored: list[str] = Field(description="new files outside the scope, listed and not judged")
+    started_at: str
+    finished_at: str
+
+
+class BrokenTaskError(OptarenaError):
+    """The baseline itself fails the task's set-up, gate or benchmark: the task is broken."""
+
+
+@dataclass
+class _Ctx:
+    frozen: FrozenExternal
+    policy: SandboxPolicy | None
+    checks: list[Check]
+
+    def run(self, cmd: str, tree: Path, timeout_s: float) -> CommandRun:
+        s = self.frozen.spec
+        return run_command(cmd, tree, timeout_s, s.env, limits_of(s.limits), self.policy)
+
+    def fail(self, name: str, code: str, detail: str) -> None:
+        self.checks.append(Check(name=name, workload=None, passed=False, detail=detail, code=code))
+
+    def ok(self, name: str, detail: str) -> None:
+        self.checks.append(Check(name=name, workload=None, passed=True, detail=detail))
+
+
+def _clone(frozen: FrozenExternal, dest: Path) -> None:
+    git(["clone", "-q", "--shared", "--no-checkout", str(frozen.repo), str(dest)], dest.parent)
+    git(["checkout", "-q", "--detach", frozen.frozen.base_commit], dest)
+
+
+def _apply(candidate: Path, tree: Path) -> str:
+    """Put the candidate's files (or patch) into the clone; returns its kind."""
+    if candidate.is_file():
+        try:
+            subprocess.run(
+                ["git", "apply", "--whitespace=nowarn", str(candidate.resolve())],
+                cwd=tree, check=True, capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+        except subprocess.CalledProcessError as e:
+            raise _Rejected("candidate", "patch_does_not_apply", e.stderr.strip()[-500:]) from None
+        return "patch"
+    if not candidate.is_dir():
+        raise OptarenaError(f"candidate {candidate}: neither a patch file nor a directory")
+    for src in sorted(candidate.rglob("*")):
+        rel = src.relative_to(candidate)
+        if rel.parts[0] == ".git" or src.is_dir():
+            continue
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, tree / rel)
+    return "directory"
+
+
+class _Rejected(Exception):
+    def __init__(self, name: str, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.name, self.code, self.detail = name, code, detail
+
+
+def _scope(frozen: FrozenExternal, tree: Path) -> tuple[list[str], list[str], str]:
+    """(changed in scope, new files ignored, sha256 of the in-scope diff); raises _Rejected for
+    a tracked file outside the scope that changed."""
+    editable = frozen.spec.project.editable
+    status = git(
+        ["status", "--porcelain", "-z", "--no-renames", "--untracked-files=all"], tree, strip=False
+    )
+    changed: list[str] = []
+    ignored: list[str] = []
+    outside: list[str] = []
+    for entry in filter(None, status.split("\0")):
+        code, path = entry[:2], entry[3:]
+        if code == "??":
+            (changed if in_scope(path, editable) else ignored).append(path)
+        elif in_scope(path, editable):
+            changed.append(path)
+        else:
+            outside.append(path)
+    if outside:
+        raise _Rejected("scope", "out_of_scope", f"changed outside the editable scope: {outside}")
+    for path in ignored:
+        (tree / path).unlink()
+    git(["add", "-A"], tree)
+    diff = git(["diff", "--cached", "--binary"], tree)
+    return changed, ignored, hashlib.sha256(diff.encode()).hexdigest()
+
+
+def _prepare(ctx: _Ctx, tree: Path, arm: str) -> None:
+    """Holdout, then set-up; a failure is the task's for the baseline, the candidate's else."""
+    f = ctx.frozen
+    if f.holdout is not None:
+        shutil.copytree(f.holdout, tree, dirs_exist_ok=True)
+    if f.spec.setup is None:
+        return
+    r = ctx.run(f.spec.setup.command, tree, f.spec.setup.timeout_s)
+    if not r.ok:
+        detail = f"set-up `{r.command}` exited {r.returncode}: {r.tail()}"
+        if arm == "baseline":
+            raise BrokenTaskError(f"task {f.spec.id}: the baseline's {detail}")
+        raise _Rejected("setup", "setup_failed", detail)
+
+
+def _gate(ctx: _Ctx, tree: Path, arm: str) -> None:
+    q = ctx.frozen.spec.quality
+    if q is None:
+        return
+    r = ctx.run(q.command, tree, q.timeout_s)
+    if r.ok:
+        if arm == "candidate":
+            ctx.ok("quality_gate", f"`{q.command}` passed in {r.wall_s:.1f} s")
+        return
+    failing = junit_failures(tree / q.junit) if q.junit else []
+    why = "timed out" if r.returncode is None else f"exited {r.returncode}"
+    detail = f"`{q.command}` {why}" + (f"; failing: {', '.join(failing[:20])}" if failing else "")
+    if arm == "baseline":
+        raise BrokenTaskError(
+            f"task {ctx.frozen.spec.id}: the gate fails on the baseline: {detail}"
+        )
+    raise _Rejected("quality_gate", "quality_gate_failed", f"{detail}\n{r.tail()}")
+
+
+def _bench_once(ctx: _Ctx, tree: Path, arm: str) -> tuple[float, CommandRun]:
+    b = ctx.frozen.spec.benchmark
+    assert b is not None
+    r = ctx.run(b.command, tree, b.timeout_s)
+    value, why = read_metric(b.metric, r) if r.ok else (None, f"exited {r.returncode}")
+    if value is None:
+        detail = f"benchmark `{b.command}`: {why}; output: {r.tail()[-800:]}"
+        if arm == "baseline":
+            raise BrokenTaskError(f"task {ctx.frozen.spec.id}: on the baseline, {detail}")
+        raise _Rejected("benchmark", "benchmark_failed", detail)
+    return value, r
+
+
+def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> dict[str, Any]:
+    """AB/BA rounds from a random start until decided, the budget or max_rounds."""
+    spec = ctx.frozen.spec
+    b, m = spec.benchmark, spec.measurement
+    assert b is not None
+    rng = random.Random(seed)
+    orders = ("AB", "BA") if rng.random() < 0.5 else ("BA", "AB")
+    rounds: list[dict[str, Any]] = []
+    logs: list[float] = []
+    t0 = datetime.now(UTC).timestamp()
+    stop = "max_rounds"
+    for i in range(m.max_rounds):
+        order = orders[i % 2]
+        got: dict[str, tuple[float, CommandRun]] = {}
+        for letter in order:
+            arm = "baseline" if letter == "A" else "candidate"
+            try:
+                got[arm] = _bench_once(ctx, trees[arm], arm)
+            except _Rejected:
+                if "baseline" not in got:  # the task's fault if the baseline fails the same way
+                    _bench_once(ctx, trees["baseline"], "baseline")
+                raise
+        (bv, br), (cv, cr) = got["baseline"], got["candidate"]
+        log = math.log(cv / bv) if b.direction == "lower" else math.log(bv / cv)
+        logs.append(log)
+        rounds.append(
+            {"order": order, "baseline": bv, "candidate": cv, "baseline_wall_s": br.wall_s,
+             "candidate_wall_s": cr.wall_s, "baseline_cpu_s": br.cpu_s,
+             "candidate_cpu_s": cr.cpu_s, "log_ratio": log}
+        )  # fmt: skip
+        if len(logs) >= m.min_rounds:
+            e = estimate(logs, 0.95, seed, min_n=m.min_rounds)
+            if decided(e, m.min_effect, m.min_effect / 2):
+                stop = "decided"
+                break
+        if datetime.now(UTC).timestamp() - t0 > m.budget_s:
+            stop = "budget"
+            break
+    e = estimate(logs, 0.95, seed, min_n=m.min_rounds)
+    summary = summarize(e, m.min_effect).model_dump()
+    notes = []
+    if ctx.frozen.spec.quality is None and summary["verdict"] == "improved":
+        summary["verdict"] = "inconclusive"
+        summary["why"] = "no quality gate: an unverified candidate is never improved"
+    wall = [math.log(r["candidate_wall_s"] / r["baseline_wall_s"]) for r in rounds]
+    if not b.metric.wall and rounds:
+        # The OS's wall time includes start-up the metric leaves out, so it only has to agree
+        # on the direction: a metric effect beyond min_effect with the wall time not moving at
+        # least half as far the same way is what a benchmark that lies about itself looks like.
+        mlog, wlog, thr = _median(logs), _median(wall), math.log1p(m.min_effect)
+        if abs(mlog) > thr and not (wlog * mlog > 0 and abs(wlog) >= thr / 2):
+            notes.append(
+                f"the benchmark's own metric and the OS's wall time disagree: metric ratio "
+                f"{math.exp(mlog):.3f}, wall ratio {math.exp(wlog):.3f}"
+            )
+    return {
+        "metric": b.metric.model_dump(by_alias=True, exclude_none=True),
+        "direction": b.direction,
+        "ratio_meaning": "candidate/baseline on the 'lower is better' scale: below 1 is better",
+        "verdict": summary["verdict"],
+        "overall": summary,
+        "stop": {"reason": stop, "rounds": len(rounds), "budget_s": m.budget_s},
+        "rounds": rounds,
+        "crosscheck": notes,
+    }
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def judge_external(
+    frozen: FrozenExternal,
+    candidate: Path,
+    *,
+    measure: bool = True,
+    seed: int | None = None,
+    policy: SandboxPolicy | None = None,
+) -> ExternalJudgement:
+    """Judge `candidate` (a patch against base, or a directory of files) for `frozen`.
+    BrokenTaskError (exit 2) when the baseline itself fails; every candidate failure is a
+    recorded rejection."""
+    seed = secrets.randbits(63) if seed is None else seed
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    ctx = _Ctx(frozen, policy, [])
+    gaps = frozen.gaps()
+    cand_info: dict[str, Any] = {"path": str(candidate)}
+    ignored: list[str] = []
+    metrics = None
+    rejected: _Rejected | None = None
+    with tempfile.TemporaryDirectory(prefix="optarena-external-") as tmp:
+        trees = {"baseline": Path(tmp) / "baseline", "candidate": Path(tmp) / "candidate"}
+        for tree in trees.values():
+            _clone(frozen, tree)
+        try:
+            cand_info["kind"] = _apply(candidate, trees["candidate"])
+            changed, ignored, sha = _scope(frozen, trees["candidate"])
+            cand_info.update({"changed": changed, "sha256": sha})
+            ctx.ok("scope", f"{len(changed)} file(s) changed in scope")
+            for arm, tree in trees.items():
+                _prepare(ctx, tree, arm)
+            _gate(ctx, trees["baseline"], "baseline")
+            _gate(ctx, trees["candidate"], "candidate")
+            if measure and frozen.spec.benchmark is not None:
+                metrics = _benchmark(ctx, trees, seed)
+        except _Rejected as r:
+            rejected = r
+            ctx.fail(r.name, r.code, r.detail)
+    if rejected is not None:
+        verdict: Literal["accepted", "rejected", "unverified"] = "rejected"
+        metrics = None
+    else:
+        verdict = "unverified" if frozen.spec.quality is None else "accepted"
+    failed = [c for c in ctx.checks if not c.passed]
+    return ExternalJudgement(
+        task={
+            "id": frozen.spec.id,
+            "version": frozen.spec.version,
+            "kind": "external",
+            **frozen.frozen.model_dump(),
+        },
+        candidate=cand_info,
+        seed=seed,
+        verdict=verdict,
+        reason_codes=list(dict.fromkeys(c.code for c in failed if c.code)),
+        reasons=[f"{c.code}: {c.detail.splitlines()[0] if c.detail else ''}" for c in failed],
+        checks=ctx.checks,
+        metrics=metrics,
+        gaps=gaps,
+        ignored=ignored,
+        started_at=started,
+        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )

@@ -1,0 +1,156 @@
+"""Commands of an external task, each in the candidate sandbox: set-up, gate, benchmark.
+
+Every command runs under /bin/sh in its worktree as the sandbox's unprivileged uid, without
+network, with the spec's limits and a timeout after which its whole tree is killed. Its OS CPU
+time (the cgroup's count, else the children's rusage) and wall time are recorded beside what it
+printed: a benchmark's self-reported metric is cross-checked against them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy
+from optarena.tasks.external._spec import Metric
+
+OUTPUT_TAIL = 4000
+
+
+@dataclass(frozen=True)
+class CommandRun:
+    command: str
+    returncode: int | None  # None: killed at its timeout
+    output: str
+    wall_s: float
+    cpu_s: float | None
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def tail(self) -> str:
+        return self.output[-OUTPUT_TAIL:]
+
+
+def limits_of(spec_limits: dict[str, int]) -> ResourceLimits:
+    return ResourceLimits(
+        address_space_mb=spec_limits.get("memory_mb"),
+        file_size_mb=spec_limits.get("file_size_mb"),
+        open_files=spec_limits.get("open_files"),
+        processes=spec_limits.get("processes"),
+    )
+
+
+def run_command(
+    command: str,
+    worktree: Path,
+    timeout_s: float,
+    env: dict[str, str],
+    limits: ResourceLimits,
+    policy: SandboxPolicy | None,
+) -> CommandRun:
+    log = worktree.parent / f".{worktree.name}-output.log"
+    box = Sandbox(worktree, limits, policy)
+    full_env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(worktree),
+        "TMPDIR": str(worktree),
+        "LANG": "C.UTF-8",
+        **env,
+    }
+    before = os.times()
+    t0 = time.monotonic()
+    with log.open("wb") as out:
+        proc = box.spawn(["/bin/sh", "-c", command], env=full_env, stdout=out, stderr=out)
+        cpu0 = box.cpu_ns()
+        try:
+            code: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            code = None
+        wall = time.monotonic() - t0
+        cpu1 = box.cpu_ns()
+        box.close()
+    after = os.times()
+    if cpu0 is not None and cpu1 is not None:
+        cpu: float | None = (cpu1 - cpu0) / 1e9
+    else:
+        cpu = (after.children_user - before.children_user) + (
+            after.children_system - before.children_system
+        )
+    output = log.read_text(errors="replace")
+    log.unlink()
+    return CommandRun(command, code, output, wall, cpu)
+
+
+def read_metric(metric: Metric, run: CommandRun) -> tuple[float | None, str]:
+    """(value, why not): the metric from a benchmark run's output, or None and the reason."""
+    if metric.wall:
+        return run.wall_s, ""
+    text = run.output
+    if metric.regex is not None:
+        m = re.search(metric.regex, text)
+        if m is None:
+            return None, f"no match for {metric.regex!r} in the output"
+        return _number(m.group(1) if m.groups() else m.group(0))
+    assert metric.json_path is not None
+    data = _last_json(text)
+    if data is None:
+        return None, "the benchmark printed no JSON object"
+    node: Any = data
+    for part in metric.json_path.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None, f"key path {metric.json_path!r} is absent from the output's JSON"
+    return _number(node)
+
+
+def _number(v: Any) -> tuple[float | None, str]:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None, f"the metric {v!r} is not a number"
+    if not math.isfinite(x) or x <= 0:
+        return None, f"the metric {x!r} is not a positive finite number"
+    return x, ""
+
+
+def _last_json(text: str) -> Any:
+    """The output's JSON: the whole output, else its last line that parses as an object."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return None
+
+
+def junit_failures(path: Path) -> list[str]:
+    """Failing or erroring test names from a JUnit XML report (empty if none or unreadable)."""
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return []
+    out = []
+    for case in root.iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            cls = case.get("classname")
+            out.append(f"{cls}.{case.get('name')}" if cls else str(case.get("name")))
+    return out

@@ -1,0 +1,12 @@
+"""External project tasks: a user's own git repository, judged by its own quality gate and
+benchmark, fixed (frozen) before any agent runs. See `docs/external-tasks.md`."""
+
+from optarena.tasks.external._spec import (
+    ExternalSpec,
+    FrozenExternal,
+    freeze_external,
+    is_external_spec,
+    load_frozen,
+)
+
+__all__ = ["ExternalSpec", "FrozenExternal", "freeze_external", "is_external_spec", "load_frozen"]

@@ -1,0 +1,284 @@
+"""The external task spec (TOML, `kind = "external"`) and its frozen form.
+
+Freezing resolves the base revision to a full commit hash and records the hashes of the spec,
+of the tree at base and of the holdout directory; judging refuses an unfrozen spec and a frozen
+one whose repository, base tree or holdout changed since (drift).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from optarena.errors import OptarenaError, SpecError
+
+EXTERNAL_SCHEMA_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Project(_Strict):
+    repo: str = Field(description="a local git repository, relative to the spec file")
+    base: str = Field(default="HEAD", description="any revision; frozen to a full commit hash")
+    editable: list[str] = Field(min_length=1, description="globs: the only files an agent edits")
+
+
+class Command(_Strict):
+    command: str = Field(min_length=1, description="run by /bin/sh in the worktree")
+    timeout_s: float = Field(default=600.0, gt=0)
+
+
+class Quality(Command):
+    junit: str | None = Field(default=None, description="a JUnit XML report the command writes")
+    holdout: str | None = Field(
+        default=None, description="directory beside the spec, copied over the worktree to judge"
+    )
+
+
+class Metric(_Strict):
+    json_path: str | None = Field(default=None, alias="json", description="key path: a.b.0.c")
+    regex: str | None = Field(default=None, description="first group is the number")
+    wall: bool = Field(default=False, description="the command's wall time")
+
+    @model_validator(mode="after")
+    def _one(self) -> Metric:
+        if sum([self.json_path is not None, self.regex is not None, self.wall]) != 1:
+            raise ValueError("exactly one of json, regex or wall = true")
+        return self
+
+
+class Benchmark(Command):
+    metric: Metric
+    direction: Literal["lower", "higher"] = "lower"
+
+
+class Measurement(_Strict):
+    budget_s: float = Field(default=120.0, gt=0)
+    min_effect: float = Field(default=0.03, gt=0, lt=1)
+    max_rounds: int = Field(default=10, ge=2, le=1000)
+    min_rounds: int = Field(default=3, ge=2)
+
+
+class ExternalSpec(_Strict):
+    schema_version: int = EXTERNAL_SCHEMA_VERSION
+    kind: Literal["external"]
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    version: str
+    title: str = Field(min_length=1)
+    prompt: str = Field(description="a file of the repository at base, given as TASK.md")
+    project: Project
+    setup: Command | None = None
+    quality: Quality | None = None
+    benchmark: Benchmark | None = None
+    measurement: Measurement = Field(default_factory=Measurement)
+    env: dict[str, str] = Field(default_factory=dict)
+    limits: dict[str, int] = Field(
+        default_factory=dict, description="memory_mb, processes, open_files, file_size_mb"
+    )
+
+
+class Frozen(_Strict):
+    spec_path: str
+    repo: str = Field(description="absolute path of the repository")
+    base_commit: str
+    spec_sha256: str
+    tree_sha256: str = Field(description="git's tree id of the base commit")
+    holdout_sha256: str | None = None
+
+
+class FrozenExternal(_Strict):
+    """What `optarena task freeze` writes: the spec plus what it was frozen to."""
+
+    spec: ExternalSpec
+    frozen: Frozen
+    path: str = Field(default="", description="where this frozen file was read from")
+
+    @property
+    def repo(self) -> Path:
+        return Path(self.frozen.repo)
+
+    @property
+    def spec_dir(self) -> Path:
+        return Path(self.frozen.spec_path).parent
+
+    @property
+    def holdout(self) -> Path | None:
+        h = self.spec.quality.holdout if self.spec.quality else None
+        return None if h is None else self.spec_dir / h
+
+    def gaps(self) -> list[str]:
+        out = []
+        if self.spec.quality is None:
+            out.append("no_quality_gate")
+        if self.spec.benchmark is None:
+            out.append("no_benchmark")
+        return out
+
+
+def git(args: list[str], cwd: Path, strip: bool = True) -> str:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=120
+        ).stdout
+        return out.strip() if strip else out
+    except FileNotFoundError:
+        raise OptarenaError("git is not installed (external tasks need it)") from None
+    except subprocess.CalledProcessError as e:
+        raise OptarenaError(f"git {' '.join(args)} in {cwd}: {e.stderr.strip()}") from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise OptarenaError(f"{path}: cannot read: {e.strerror or e}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise SpecError(path, "", f"not valid TOML: {e}") from None
+
+
+def is_external_spec(path: Path) -> bool:
+    """A file (not a task directory) whose `kind` is "external", frozen or not."""
+    if not path.is_file():
+        return False
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return data.get("kind") == "external" or (
+        isinstance(data.get("spec"), dict) and data["spec"].get("kind") == "external"
+    )
+
+
+def _validate(path: Path, data: dict[str, Any], model: type[BaseModel], prefix: str = "") -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = prefix + ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "missing":
+            msg = "is required but missing"
+        elif err["type"] == "extra_forbidden":
+            msg = "is not a known field"
+        raise SpecError(path, loc or "(top level)", msg) from None
+
+
+def load_spec(path: Path) -> ExternalSpec:
+    spec: ExternalSpec = _validate(path, _read_toml(path), ExternalSpec)
+    return spec
+
+
+def holdout_sha256(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(f.relative_to(path).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def _resolve(spec_path: Path, spec: ExternalSpec) -> tuple[Path, str, str]:
+    repo = (spec_path.parent / spec.project.repo).resolve()
+    if not (repo / ".git").exists() and git(["rev-parse", "--is-inside-work-tree"], repo) != "true":
+        raise SpecError(spec_path, "project.repo", f"{repo} is not a git repository")
+    try:
+        commit = git(["rev-parse", "--verify", f"{spec.project.base}^{{commit}}"], repo)
+    except OptarenaError:
+        raise SpecError(
+            spec_path, "project.base", f"revision '{spec.project.base}' does not exist in {repo}"
+        ) from None
+    tree = git(["rev-parse", f"{commit}^{{tree}}"], repo)
+    try:
+        git(["cat-file", "-e", f"{commit}:{spec.prompt}"], repo)
+    except OptarenaError:
+        raise SpecError(
+            spec_path, "prompt", f"{spec.prompt} is not a file at {commit[:12]}"
+        ) from None
+    return repo, commit, tree
+
+
+def freeze_external(spec_path: Path, out: Path) -> FrozenExternal:
+    spec_path = spec_path.resolve()
+    if not (spec_path.parent / ".git").exists() and not spec_path.is_file():
+        raise OptarenaError(f"{spec_path}: not a file")
+    spec = load_spec(spec_path)
+    repo, commit, tree = _resolve(spec_path, spec)
+    holdout = None
+    if spec.quality and spec.quality.holdout:
+        holdout = spec_path.parent / spec.quality.holdout
+        if not holdout.is_dir():
+            raise SpecError(spec_path, "quality.holdout", f"{holdout} is not a directory")
+    frozen = FrozenExternal(
+        spec=spec,
+        frozen=Frozen(
+            spec_path=str(spec_path),
+            repo=str(repo),
+            base_commit=commit,
+            spec_sha256=hashlib.sha256(spec_path.read_bytes()).hexdigest(),
+            tree_sha256=tree,
+            holdout_sha256=holdout_sha256(holdout),
+        ),
+    )
+    out.write_text(_to_toml(json.loads(frozen.model_dump_json(by_alias=True, exclude={"path"}))))
+    return frozen.model_copy(update={"path": str(out.resolve())})
+
+
+def load_frozen(path: Path) -> FrozenExternal:
+    """A frozen spec, checked against what it was frozen to (drift is an error)."""
+    data = _read_toml(path)
+    if "frozen" not in data:
+        raise OptarenaError(
+            f"{path}: an external spec that is not frozen; freeze it first: "
+            f"optarena task freeze {path} -o FROZEN.toml"
+        )
+    f: FrozenExternal = _validate(path, data, FrozenExternal)
+    f = f.model_copy(update={"path": str(path.resolve())})
+    drift = []
+    repo = f.repo
+    try:
+        tree = git(["rev-parse", f"{f.frozen.base_commit}^{{tree}}"], repo)
+    except OptarenaError as e:
+        raise OptarenaError(f"{path}: drift: the base commit is gone from {repo} ({e})") from None
+    if tree != f.frozen.tree_sha256:
+        drift.append(f"the tree at {f.frozen.base_commit[:12]} changed")
+    if holdout_sha256(f.holdout) != f.frozen.holdout_sha256:
+        drift.append("the holdout directory changed")
+    if drift:
+        raise OptarenaError(f"{path}: drift since freezing: {'; '.join(drift)}")
+    return f
+
+
+def _to_toml(data: dict[str, Any]) -> str:
+    """Enough TOML for the frozen spec: tables of scalars, lists of scalars, nested tables."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return json.dumps(str(v))
+
+    lines: list[str] = []
+
+    def table(prefix: str, d: dict[str, Any]) -> None:
+        scalars = {k: v for k, v in d.items() if not isinstance(v, dict) and v is not None}
+        subs = {k: v for k, v in d.items() if isinstance(v, dict)}
+        if prefix:
+            lines.append(f"\n[{prefix}]")
+        lines.extend(f"{k} = {value(v)}" for k, v in scalars.items())
+        for k, v in subs.items():
+            table(f"{prefix}.{k}" if prefix else k, v)
+
+    table("", data)
+    return "\n".join(lines).lstrip("\n") + "\n"

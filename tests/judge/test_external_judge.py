@@ -1,0 +1,170 @@
+"""External project tasks end to end on examples/external (a real little project with its own
+tests and benchmark): freeze, drift, and judging by the project's gate and benchmark."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from optarena.cli import main
+from optarena.errors import OptarenaError, SpecError
+from optarena.judge._external import BrokenTaskError, judge_external
+from optarena.tasks.external import freeze_external, load_frozen
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "external"
+FAST = {"max_rounds = 6": "max_rounds = 3", "budget_s = 60": "budget_s = 20"}
+
+
+def _project(tmp_path: Path, spec_edits: dict[str, str] | None = None) -> Path:
+    """A copy of the example as a git repository; returns the spec's path."""
+    shutil.copytree(EXAMPLE / "primes", tmp_path / "primes")
+    text = (EXAMPLE / "primes.toml").read_text()
+    for old, new in {**FAST, **(spec_edits or {})}.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    spec = tmp_path / "primes.toml"
+    spec.write_text(text)
+    repo = tmp_path / "primes"
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    for cmd in (["init", "-q"], ["add", "-A"], [*ident, "commit", "-q", "-m", "base"]):
+        subprocess.run(["git", *cmd], cwd=repo, check=True)
+    return spec
+
+
+def _candidate(tmp_path: Path, name: str) -> Path:
+    d = tmp_path / f"cand-{name}"
+    shutil.copytree(EXAMPLE / "candidates" / name, d)
+    return d
+
+
+@pytest.fixture
+def frozen(tmp_path: Path) -> Path:
+    out = tmp_path / "frozen.toml"
+    freeze_external(_project(tmp_path), out)
+    return out
+
+
+@pytest.mark.slow
+def test_the_known_optimization_is_accepted_and_improved(tmp_path: Path, frozen: Path) -> None:
+    r = judge_external(load_frozen(frozen), _candidate(tmp_path, "sieve"), seed=1)
+    assert r.verdict == "accepted" and r.gaps == []
+    assert r.metrics is not None and r.metrics["verdict"] == "improved"
+    assert r.metrics["overall"]["ratio"] < 0.2
+    assert r.candidate["changed"] == ["primes.py"]
+    assert r.metrics["crosscheck"] == []  # the OS's wall time agrees on the direction
+    assert all(
+        x["baseline_cpu_s"] is not None and x["candidate_wall_s"] > 0 for x in r.metrics["rounds"]
+    )
+
+
+def test_a_candidate_that_breaks_a_test_is_rejected_with_the_test_names(
+    tmp_path: Path, frozen: Path
+) -> None:
+    r = judge_external(load_frozen(frozen), _candidate(tmp_path, "broken"), measure=False)
+    assert r.verdict == "rejected" and r.reason_codes == ["quality_gate_failed"]
+    assert r.metrics is None
+    assert "test_a_prime_bound_counts_itself" in r.reasons[0]
+
+
+def test_editing_a_test_file_is_out_of_scope_and_new_scratch_files_are_ignored(
+    tmp_path: Path, frozen: Path
+) -> None:
+    d = _candidate(tmp_path, "sieve")
+    (d / "tests").mkdir()
+    (d / "tests" / "test_primes.py").write_text("def test_nothing():\n    pass\n")
+    r = judge_external(load_frozen(frozen), d, measure=False)
+    assert r.verdict == "rejected" and r.reason_codes == ["out_of_scope"]
+    assert "tests/test_primes.py" in r.reasons[0]
+    scratch = _candidate(tmp_path, "broken")
+    (scratch / "primes.py").unlink()  # a no-op on primes.py, plus a scratch file
+    (scratch / "bench_notes.txt").write_text("tried a sieve")
+    r2 = judge_external(load_frozen(frozen), scratch, measure=False)
+    assert r2.verdict == "accepted" and r2.ignored == ["bench_notes.txt"]
+
+
+@pytest.mark.slow
+def test_a_no_op_patch_is_not_improved(tmp_path: Path, frozen: Path) -> None:
+    patch = tmp_path / "noop.patch"
+    patch.write_text("")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = judge_external(load_frozen(frozen), empty, seed=2)
+    assert r.verdict == "accepted" and r.metrics is not None
+    assert r.metrics["verdict"] != "improved"
+
+
+def test_a_patch_candidate_applies_against_base(tmp_path: Path, frozen: Path) -> None:
+    repo = tmp_path / "primes"
+    shutil.copyfile(EXAMPLE / "candidates" / "sieve" / "primes.py", repo / "primes.py")
+    diff = subprocess.run(["git", "diff"], cwd=repo, capture_output=True, text=True, check=True)
+    subprocess.run(["git", "checkout", "--", "primes.py"], cwd=repo, check=True)
+    patch = tmp_path / "sieve.patch"
+    patch.write_text(diff.stdout)
+    r = judge_external(load_frozen(frozen), patch, measure=False)
+    assert r.verdict == "accepted" and r.candidate["kind"] == "patch"
+    bad = tmp_path / "bad.patch"
+    bad.write_text("--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n")
+    r2 = judge_external(load_frozen(frozen), bad, measure=False)
+    assert r2.verdict == "rejected" and r2.reason_codes == ["patch_does_not_apply"]
+
+
+@pytest.mark.slow
+def test_without_a_gate_the_verdict_is_unverified_and_never_improved(tmp_path: Path) -> None:
+    gate = '[quality]\ncommand = "python3 verify.py"\ntimeout_s = 120\njunit = "report.xml"\n'
+    out = tmp_path / "frozen.toml"
+    freeze_external(_project(tmp_path, {gate: ""}), out)
+    r = judge_external(load_frozen(out), _candidate(tmp_path, "sieve"), seed=3)
+    assert r.verdict == "unverified" and r.gaps == ["no_quality_gate"]
+    assert r.metrics is not None and r.metrics["verdict"] != "improved"
+    assert "no quality gate" in r.metrics["overall"]["why"]
+    assert main(["judge", str(out), str(_candidate(tmp_path / "x", "sieve"))]) == 1
+
+
+def test_a_gate_that_fails_on_the_baseline_is_a_broken_task(tmp_path: Path) -> None:
+    out = tmp_path / "frozen.toml"
+    freeze_external(
+        _project(tmp_path, {'"python3 verify.py"': "\"python3 -c 'raise SystemExit(3)'\""}), out
+    )
+    with pytest.raises(BrokenTaskError, match="gate fails on the baseline"):
+        judge_external(load_frozen(out), _candidate(tmp_path, "sieve"), measure=False)
+
+
+def test_a_metric_the_output_lacks_is_a_broken_task_not_a_number(tmp_path: Path) -> None:
+    out = tmp_path / "frozen.toml"
+    freeze_external(_project(tmp_path, {'json = "best_seconds"': 'json = "seconds.best"'}), out)
+    with pytest.raises(BrokenTaskError, match="absent from the output"):
+        judge_external(load_frozen(out), _candidate(tmp_path, "sieve"))
+
+
+def test_freeze_and_drift_and_bad_specs(tmp_path: Path) -> None:
+    spec = _project(tmp_path)
+    assert main(["judge", str(spec), str(tmp_path)]) == 2  # unfrozen: freeze it first
+    with pytest.raises(OptarenaError, match="freeze it first"):
+        load_frozen(spec)
+    out = tmp_path / "frozen.toml"
+    f = freeze_external(spec, out)
+    assert len(f.frozen.base_commit) == 40
+    assert main(["task", "show", str(out)]) == 0
+    repo = tmp_path / "primes"
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--amend", "-m", "rewritten"], cwd=repo, check=True)  # fmt: skip
+    subprocess.run(["git", "reflog", "expire", "--expire=now", "--all"], cwd=repo, check=True)
+    subprocess.run(["git", "gc", "-q", "--prune=now"], cwd=repo, check=True)
+    with pytest.raises(OptarenaError, match="drift"):
+        load_frozen(out)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(spec.read_text().replace('base = "HEAD"', 'base = "no-such-rev"'))
+    with pytest.raises(SpecError, match=r"project\.base"):
+        freeze_external(bad, tmp_path / "o.toml")
+    bad.write_text(spec.read_text().replace('repo = "primes"', 'repo = "."'))
+    (tmp_path / "sub").mkdir()
+    moved = tmp_path / "sub" / "s.toml"
+    moved.write_text(bad.read_text())
+    with pytest.raises((SpecError, OptarenaError)):
+        freeze_external(moved, tmp_path / "o.toml")
+    bad.write_text(spec.read_text() + "\ncolour = 1\n")
+    with pytest.raises(SpecError, match="colour"):
+        freeze_external(bad, tmp_path / "o.toml")
