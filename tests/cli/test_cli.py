@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -108,3 +110,16 @@ def test_qualify_cli() -> None:
     proc = run_cli("task", "qualify", "softmax")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "qualified" in proc.stdout
+
+
+def test_an_interrupt_says_what_was_recorded() -> None:
+    """Ctrl-C of a command that records nothing: exit 130 and a line saying so, no traceback."""
+    optimized = BUILTIN_DIR / "rmsnorm" / "controls" / "optimized"
+    argv = [sys.executable, "-m", "optarena", "judge", "rmsnorm", str(optimized)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)  # importing, then judging (a full judgement takes far longer)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "interrupted: nothing was recorded" in err
+    assert "Traceback" not in out + err

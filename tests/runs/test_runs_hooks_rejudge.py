@@ -108,5 +108,9 @@ def test_rejudge_notes_a_changed_task_and_refuses_unfinished_trials(
     with pytest.raises(KeyboardInterrupt):
         run_trial(config, ledger, judge_fn=interrupt)
     broken = ledger.trials(status="interrupted")[0]
-    with pytest.raises(OptarenaError, match="interrupted: no delivered candidate"):
-        rejudge(ledger, broken.id)
+    _, again, _ = rejudge(ledger, broken.id, measure=False)  # its delivery was kept
+    assert again.verdict == "accepted" and again.kind == "rejudge"
+    running = broken.model_copy(update={"id": "0123456789", "state": "running"})
+    ledger.begin_trial(running)
+    with pytest.raises(OptarenaError, match="still running: no delivered candidate"):
+        rejudge(ledger, running.id)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from optarena.cli._app import app, console, err_console
+from optarena.cli._app import app, console, err_console, interrupt_reported
 from optarena.errors import OptarenaError
 
 
@@ -25,6 +25,7 @@ _register_commands()
 
 
 def main(argv: list[str] | None = None) -> int:
+    interrupt_reported()  # a fresh flag per call (tests call main repeatedly)
     try:
         rv = app(args=argv, prog_name="optarena", standalone_mode=False)
     except OptarenaError as e:
@@ -36,8 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         e.show()  # type: ignore[attr-defined]
         return 2
     except KeyboardInterrupt:
-        err_console.print("interrupted")
-        return 130
+        rv = 130
+    if rv == 130 and not interrupt_reported():
+        # Typer turns Ctrl-C into exit 130 silently; commands that record say what they did
+        err_console.print("[bold yellow]interrupted:[/] nothing was recorded", highlight=False)
     return rv if isinstance(rv, int) else 0
 
 

@@ -17,3 +17,19 @@ app.add_typer(task_app, name="task")
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False)
+
+
+_interrupt_reported = [False]
+
+
+def interrupted(message: str) -> typer.Exit:
+    """Say what an interrupted command recorded; the caller raises the returned exit (130).
+    `main` says "nothing was recorded" for interrupts no command reported."""
+    err_console.print(f"[bold yellow]interrupted:[/] {message}", highlight=False)
+    _interrupt_reported[0] = True
+    return typer.Exit(130)
+
+
+def interrupt_reported() -> bool:
+    reported, _interrupt_reported[0] = _interrupt_reported[0], False
+    return reported

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from optarena.agents import AgentLimits, known_runners
-from optarena.cli._app import app, console, err_console
+from optarena.cli._app import app, console, err_console, interrupted
 from optarena.cli._render import verdict_markup
 from optarena.cli._trial_views import (
     PhaseView,
@@ -21,7 +21,7 @@ from optarena.cli._trial_views import (
 )
 from optarena.errors import OptarenaError
 from optarena.ledger import Ledger, TrialRecord
-from optarena.runs import TrialConfig, rejudge, run_trial
+from optarena.runs import TrialConfig, TrialInterrupted, rejudge, run_trial
 from optarena.tasks import resolve_task
 
 trial_app = typer.Typer(help="Inspect and re-judge recorded trials.", no_args_is_help=True)
@@ -65,6 +65,19 @@ def _agent_and_args(
     if agent is None:
         raise OptarenaError(f"pass --agent NAME (known: {', '.join(known_runners())})")
     return agent, args
+
+
+def _interrupted_trial(e: TrialInterrupted, ledger: Ledger) -> typer.Exit:
+    """Ctrl-C or SIGTERM: say where the trial is recorded, what it keeps, what to do next."""
+    then = (
+        f"judge it with `optarena trial rejudge {e.trial_id}`"
+        if e.delivered
+        else f"see `optarena trial show {e.trial_id}`"
+    )
+    return interrupted(
+        f"trial {e.trial_id} recorded as interrupted ({escape(e.error)}) in {ledger.db_path}; "
+        f"it keeps {e.kept}; {then}"
+    )
 
 
 def _summary(record: TrialRecord, ledger: Ledger) -> None:
@@ -159,6 +172,9 @@ def run_cmd(
         view = PhaseView(err_console, f"{config.task.id} / {name}")
         try:
             record = run_trial(config, ledger, progress=view)
+        except TrialInterrupted as e:
+            view.stop()
+            raise _interrupted_trial(e, ledger) from None
         finally:
             view.stop()
         if as_json:
@@ -230,14 +246,19 @@ def rejudge_cmd(
 ) -> None:
     """Judge a trial's stored candidate again; adds a judgement, keeps the earlier ones."""
     with Ledger.open(ledger_dir) as ledger:
-        with err_console.status(f"re-judging {trial}") as status:
-            record, judgement, notes = rejudge(
-                ledger,
-                trial,
-                measure=not no_measure,
-                budget_s=budget_s,
-                progress=lambda msg, _f: status.update(f"re-judging {trial}: {msg}"),
-            )
+        try:
+            with err_console.status(f"re-judging {trial}") as status:
+                record, judgement, notes = rejudge(
+                    ledger,
+                    trial,
+                    measure=not no_measure,
+                    budget_s=budget_s,
+                    progress=lambda msg, _f: status.update(f"re-judging {trial}: {msg}"),
+                )
+        except KeyboardInterrupt:
+            raise interrupted(
+                f"no judgement was added to trial {trial}; its earlier ones are unchanged"
+            ) from None
         if as_json:
             print(judgement.model_dump_json(indent=2))
         else:
@@ -266,6 +287,9 @@ def run_demo(ledger_dir: Path | None = None, budget_s: float = 2.0) -> list[Tria
             view = PhaseView(err_console, f"rmsnorm / {name}")
             try:
                 records.append(run_trial(config, ledger, progress=view))
+            except TrialInterrupted as e:
+                view.stop()
+                raise _interrupted_trial(e, ledger) from None
             finally:
                 view.stop()
         console.print(trials_table(records))
