@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -120,3 +124,51 @@ def test_no_agent_sandbox_warns_records_and_shows(
     assert main(["trial", "show", contained["id"], "--ledger", led]) == 0
     out = capsys.readouterr().out
     assert "contained  user " in out and "teardown" in out
+
+
+SPEED = re.compile(
+    r"speed: \d+\.\d\dx baseline \([+-]\d+%\), (interval \d+\.\d\d\.\.\d+\.\d\d|no interval), "
+    r"(improved|regressed|no_difference|inconclusive)"
+)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """A real `optarena` process on an 80-column terminal."""
+    env = {**os.environ, "COLUMNS": "80"}
+    argv = [sys.executable, "-m", "optarena", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_the_speed_result_is_shown_wherever_a_trial_is(
+    tmp_path: Path, control: Callable[[str], Path]
+) -> None:
+    led = str(tmp_path / "L")
+    source = f"source={control('optimized')}"
+    run = _cli("run", "--task", "rmsnorm", "--agent", "replay", "--agent-arg", source,
+               "--budget-s", "1", "--label", "cond=a", "--ledger", led)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert SPEED.search(run.stdout), run.stdout
+    wrong = f"source={control('missing-eps')}"
+    bad = _cli("run", "--task", "rmsnorm", "--agent", "replay", "--agent-arg", wrong,
+               "--ledger", led)  # fmt: skip
+    assert bad.returncode == 1 and "speed: none (rejected)" in bad.stdout
+    with Ledger(Path(led)) as ledger:
+        accepted, rejected = sorted(ledger.trials(), key=lambda r: r.verdict or "")
+
+    shown = _cli("trial", "show", accepted.id[:4], "--ledger", led)
+    assert SPEED.search(shown.stdout.replace("speed      ", "speed: ")), shown.stdout
+    assert "time b/a" in shown.stdout and "stopped:" in shown.stdout  # the comparison table
+    assert "metrics " not in shown.stdout  # no raw key: value dump
+
+    listed = _cli("trials", "--ledger", led)
+    ratio = accepted.metrics["overall"]["ratio"] if accepted.metrics else None
+    assert ratio is not None and f"{ratio:.2f}x" in listed.stdout
+    assert "cond=a" in listed.stdout and accepted.created_at[5:10] in listed.stdout
+    lines = listed.stdout.splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines), listed.stdout
+    # cells wrap between words, never inside one
+    words = {w.strip(",") for line in lines for w in line.split()}
+    assert {"out_of_tolerance", "non_finite", rejected.id, accepted.id} <= words, listed.stdout
+
+    again = _cli("trial", "rejudge", accepted.id, "--budget-s", "1", "--ledger", led)
+    assert again.returncode == 0 and SPEED.search(again.stdout), again.stdout

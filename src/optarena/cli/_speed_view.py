@@ -35,6 +35,43 @@ def _ratio(summary: dict[str, Any]) -> str:
     return f"{summary['ratio']:.3f}{span}"
 
 
+def speed_text(metrics: dict[str, Any] | None, verdict: str | None = None) -> str:
+    """The speed result in a few words: `0.80x baseline (-20%), interval 0.75..0.88, improved`
+    (time of the candidate over the baseline's); why there is none when there is none."""
+    if not metrics:
+        return "none (rejected)" if verdict == "rejected" else "not measured"
+    o = metrics.get("overall") or {}
+    ratio, ci = o.get("ratio"), o.get("ratio_ci")
+    if ratio is None:
+        return f"no estimate, {o.get('verdict', '?')}"
+    span = f"interval {ci[0]:.2f}..{ci[1]:.2f}" if ci else "no interval"
+    return f"{ratio:.2f}x baseline ({ratio - 1:+.0%}), {span}, {o.get('verdict', '?')}"
+
+
+def speed_markup(metrics: dict[str, Any] | None, verdict: str | None = None) -> str:
+    """`speed_text` with its verdict coloured."""
+    text = escape(speed_text(metrics, verdict))
+    v = ((metrics or {}).get("overall") or {}).get("verdict")
+    if v and text.endswith(v):
+        text = text[: -len(v)] + _verdict(v)
+    return text
+
+
+def result_cell(metrics: dict[str, Any] | None, verdict: str | None, codes: list[str]) -> str:
+    """A table cell: the reason codes of a rejection, else the speed ratio and its verdict."""
+    if verdict == "rejected" or codes:
+        return escape(", ".join(codes)) or "-"
+    if verdict is None:
+        return "-"
+    o = (metrics or {}).get("overall") or {}
+    if not metrics:
+        return "not measured"
+    ratio = o.get("ratio")
+    if ratio is None:
+        return _verdict(o.get("verdict", "?"))
+    return f"{ratio:.2f}x ({ratio - 1:+.0%}) {_verdict(o.get('verdict', '?'))}"
+
+
 def _verdict(v: str) -> str:
     return f"[bold {VERDICT_COLORS.get(v, 'white')}]{v}[/]"
 

@@ -12,6 +12,7 @@ from rich.markup import escape
 from optarena.agents import AgentLimits, known_runners
 from optarena.cli._app import app, console, err_console, interrupted
 from optarena.cli._render import verdict_markup
+from optarena.cli._speed_view import metrics_view, speed_markup
 from optarena.cli._trial_views import (
     PhaseView,
     artifact_paths,
@@ -87,6 +88,7 @@ def _summary(record: TrialRecord, ledger: Ledger) -> None:
     )
     for reason in record.reasons[:8]:
         console.print(f"  [red]-[/] {escape(reason[:300])}")
+    console.print(f"  speed: {speed_markup(record.metrics, record.verdict)}")
     console.print(f"  recorded in {ledger.db_path}; details: optarena trial show {record.id}")
 
 
@@ -206,7 +208,7 @@ def trials_cmd(
         if not records:
             console.print(f"no trials match in {ledger.db_path}")
             return
-        console.print(trials_table(records))
+        console.print(trials_table(records, console.width))
 
 
 @trial_app.command("show")
@@ -230,8 +232,10 @@ def show_cmd(
             return
         for line in show_lines(record):
             console.print(line)
+        if record.metrics:
+            console.print(metrics_view(record.metrics))
         if judgements:
-            console.print(judgements_table(judgements))
+            console.print(judgements_table(judgements, console.width))
         for name, path in paths.items():
             console.print(f"  {name:<18} {path}")
 
@@ -264,7 +268,11 @@ def rejudge_cmd(
         else:
             for note in notes:
                 err_console.print(f"[yellow]note:[/] {note}")
-            console.print(judgements_table(ledger.judgements(record.id)))
+            console.print(
+                f"judgement {judgement.id}: {verdict_markup(judgement.verdict)}; speed: "
+                + speed_markup(judgement.metrics, judgement.verdict)
+            )
+            console.print(judgements_table(ledger.judgements(record.id), console.width))
     raise typer.Exit(0 if judgement.verdict == "accepted" else 1)
 
 
@@ -292,12 +300,13 @@ def run_demo(ledger_dir: Path | None = None, budget_s: float = 2.0) -> list[Tria
                 raise _interrupted_trial(e, ledger) from None
             finally:
                 view.stop()
-        console.print(trials_table(records))
+        console.print(trials_table(records, console.width))
         for r in records:
             codes = f" ({', '.join(r.reason_codes)})" if r.reason_codes else ""
             console.print(
                 f"  {r.id}  {r.labels['demo']:<12} {escape(r.agent.label)}: "
-                f"{verdict_markup(r.verdict or '-')}{codes}"
+                f"{verdict_markup(r.verdict or '-')}{codes}; speed: "
+                + speed_markup(r.metrics, r.verdict)
             )
         console.print(f"recorded in {ledger.db_path}; `optarena trials` lists them")
     return records
