@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -123,3 +124,42 @@ def test_an_interrupt_says_what_was_recorded() -> None:
     assert proc.returncode == 130
     assert "interrupted: nothing was recorded" in err
     assert "Traceback" not in out + err
+
+
+def _task_copy(tmp_path: Path, old: str, new: str) -> Path:
+    """rmsnorm's package with one edit to its task.toml."""
+    root = tmp_path / "task"
+    shutil.copytree(BUILTIN_DIR / "rmsnorm", root)
+    toml = root / "task.toml"
+    text = toml.read_text()
+    assert old in text
+    toml.write_text(text.replace(old, new, 1))
+    return root
+
+
+def test_bad_input_anywhere_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    (tmp_path / "L" / "ledger.db").mkdir(parents=True)  # a database that cannot be opened
+    optimized = str(BUILTIN_DIR / "rmsnorm" / "controls" / "optimized")
+    big = _task_copy(tmp_path / "big", "shape = [16, 4096]", 'shape = "big"')
+    bogus = _task_copy(tmp_path / "bogus", 'reason = "stale_output"', 'reason = "nope"')
+    led = ["--ledger", str(tmp_path / "ok")]
+    cases = [
+        (["trials", "--ledger", str(a_file)], f"{a_file}: exists and is not a directory"),
+        (["trials", "--ledger", str(tmp_path / "L")], str(tmp_path / "L")),
+        (["judge", "rmsnorm", optimized, "--seed", "-5"], "'--seed'"),
+        (["judge", str(big), optimized], "field 'workloads.0.params': workload 'decode'"),
+        (["task", "show", str(bogus)], "unknown reason code 'nope'"),
+        (["trials", "--verdict", "bogus", *led], "--verdict 'bogus': expected one of accepted"),
+        (["trials", "--status", "bogus", *led], "--status 'bogus': expected one of completed"),
+        (["run", "--task", "rmsnorm", "--agent", "replay", *led], "needs --agent-arg source="),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        captured = capsys.readouterr()
+        err = " ".join((captured.err + captured.out).split())
+        assert message in err, (argv, err)
+        assert "Traceback" not in err and "__init__()" not in err

@@ -5,6 +5,7 @@ Every `OptarenaError` becomes one line on stderr and exit code 2, never a traceb
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 
 from optarena.cli._app import app, console, err_console, interrupt_reported
@@ -38,6 +39,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         rv = 130
+    except sqlite3.Error as e:  # e.g. a read-only ledger directory, found on the first write
+        err_console.print(f"[bold red]error:[/] ledger database: {e}", highlight=False)
+        return 2
+    except PermissionError as e:
+        err_console.print(f"[bold red]error:[/] {e.strerror}: {e.filename}", highlight=False)
+        return 2
     if rv == 130 and not interrupt_reported():
         # Typer turns Ctrl-C into exit 130 silently; commands that record say what they did
         err_console.print("[bold yellow]interrupted:[/] nothing was recorded", highlight=False)
@@ -45,15 +52,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _click_exceptions() -> tuple[type[BaseException], ...]:
-    """Click's usage errors: a separate package for older Typer, vendored from Typer 0.29 on."""
+    """Click's usage errors: a separate package for older Typer, vendored from Typer 0.29 on
+    (both when a separate click is installed beside a vendoring Typer)."""
     import importlib
 
+    found: list[type[BaseException]] = []
     for name in ("click.exceptions", "typer._click.exceptions"):
         try:
-            return (importlib.import_module(name).ClickException,)
+            found.append(importlib.import_module(name).ClickException)
         except ImportError:
             continue
-    return ()
+    return tuple(found)
 
 
 def entry() -> None:

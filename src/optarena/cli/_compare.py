@@ -32,10 +32,13 @@ def compare_cmd(
     min_effect: EffectOpt = None,
     aa: Annotated[bool, typer.Option("--aa", help="also run the baseline's A/A control")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
-    seed: Annotated[int | None, typer.Option(help="replay a comparison's seed")] = None,
+    seed: Annotated[
+        int | None, typer.Option(min=0, max=2**63 - 1, help="replay a comparison's seed")
+    ] = None,
 ) -> None:
     """Time B against A (ratio B/A): exit 0 when measured, 1 when either is wrong, 2 bad input."""
     t = resolve_task(task)
+    t.check_workloads()
     for d in (a_dir, b_dir):
         if not d.is_dir():
             raise OptarenaError(f"candidate directory '{d}' does not exist")

@@ -21,7 +21,10 @@ def judge_cmd(
     task: Annotated[str, typer.Argument(help="built-in task id or path to a task directory")],
     candidate: Annotated[Path, typer.Argument(help="directory holding the candidate's files")],
     as_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON")] = False,
-    seed: Annotated[int | None, typer.Option(help="replay a judgement's seed (debugging)")] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(min=0, max=2**63 - 1, help="replay a judgement's seed (debugging)"),
+    ] = None,
     budget_s: BudgetOpt = None,
     min_effect: EffectOpt = None,
     aa: Annotated[
@@ -37,6 +40,7 @@ def judge_cmd(
     """Judge a candidate, then time it against the baseline: exit 0 accepted, 1 rejected, 2 bad
     input."""
     t = resolve_task(task)
+    t.check_workloads()
     if not candidate.is_dir():
         from optarena.errors import OptarenaError
 

@@ -101,6 +101,7 @@ def qualify_cmd(
     """Run every control and an A/A comparison; fail if a correct control is rejected, a wrong
     one accepted, or the baseline against itself reads improved/regressed."""
     t = resolve_task(task)
+    t.check_workloads()
     with err_console.status(f"qualifying {t.id}: {len(t.spec.controls)} controls, A/A"):
         report = qualify_task(t, aa=not no_aa, aa_budget_s=aa_budget_s)
     if as_json:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 from rich.markup import escape
 
-from optarena.agents import AgentLimits, known_runners
+from optarena.agents import AgentLimits, AgentStatus, known_runners
 from optarena.cli._app import app, console, err_console, interrupted
 from optarena.cli._render import verdict_markup
 from optarena.cli._speed_view import metrics_view, speed_markup
@@ -21,7 +21,7 @@ from optarena.cli._trial_views import (
     trials_table,
 )
 from optarena.errors import OptarenaError
-from optarena.ledger import Ledger, TrialRecord
+from optarena.ledger import Ledger, TrialRecord, TrialState, Verdict
 from optarena.runs import TrialConfig, TrialInterrupted, rejudge, run_trial
 from optarena.tasks import resolve_task
 
@@ -42,6 +42,15 @@ NoMeasureOpt = Annotated[
 BudgetOpt = Annotated[
     float | None, typer.Option("--budget-s", min=0.1, help="measurement budget (s)")
 ]
+
+
+VERDICTS = get_args(Verdict)
+STATUSES = (*get_args(AgentStatus), *get_args(TrialState))
+
+
+def _check_choice(option: str, value: str | None, known: tuple[str, ...]) -> None:
+    if value is not None and value not in known:
+        raise OptarenaError(f"{option} '{value}': expected one of {', '.join(known)}")
 
 
 def parse_pairs(values: list[str], option: str) -> dict[str, str]:
@@ -200,6 +209,8 @@ def trials_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Recorded trials, newest first."""
+    _check_choice("--verdict", verdict, VERDICTS)
+    _check_choice("--status", status, STATUSES)
     with Ledger.open(ledger_dir) as ledger:
         records = ledger.trials(task=task, agent=agent, status=status, verdict=verdict, limit=limit)
         if as_json:

@@ -205,6 +205,7 @@ def run_trial(
     unmet = unmet_requirements(config.task.spec.requirements)
     if unmet:
         raise OptarenaError(f"task {config.task.id} cannot run here: {'; '.join(unmet)}")
+    config.task.check_workloads()  # a task whose params its generator cannot use: bad input
     code_references()  # the reference judging checks against, fixed before any agent runs
     runner = runner or create_runner(config.agent, config.agent_args)
     runner.check_available()
