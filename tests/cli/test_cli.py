@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+import optarena
 from optarena.cli import main
+from optarena.cli._render import brief
 from optarena.tasks import BUILTIN_DIR
 
 
@@ -163,3 +165,36 @@ def test_bad_input_anywhere_is_one_line_and_exit_2(
         err = " ".join((captured.err + captured.out).split())
         assert message in err, (argv, err)
         assert "Traceback" not in err and "__init__()" not in err
+
+
+def test_an_import_failure_shows_the_candidates_end_of_the_traceback(tmp_path: Path) -> None:
+    (tmp_path / "solution.py").write_text("def rmsnorm(x, weight, *, eps)\n    return x\n")
+    proc = run_cli("judge", "rmsnorm", str(tmp_path))
+    assert proc.returncode == 1
+    assert "import_failed" in proc.stdout and "SyntaxError: expected ':'" in proc.stdout
+    assert "solution.py" in proc.stdout
+    assert "_loop.py" not in proc.stdout and "<frozen" not in proc.stdout  # the judge's frames
+
+
+def test_brief_keeps_the_end_of_a_traceback_without_the_judges_frames() -> None:
+    own = Path(optarena.__file__).resolve().parent / "judge" / "worker" / "_loop.py"
+    tb = (
+        "import_failed: Traceback (most recent call last):\n"
+        f'  File "{own}", line 103, in op_load\n'
+        "    spec.loader.exec_module(module)\n"
+        '  File "<frozen importlib._bootstrap_external>", line 936, in exec_module\n'
+        '  File "/w/cand/solution.py", line 3, in <module>\n'
+        "    import helper\n"
+        '  File "/w/cand/helper.py", line 1\n'
+        "    x = (\n"
+        "        ^\n"
+        "SyntaxError: '(' was never closed\n"
+    )
+    out = brief(tb, 400)
+    assert out.startswith("import_failed: ")
+    assert out.endswith("SyntaxError: '(' was never closed")
+    assert "solution.py" in out and "helper.py" in out
+    assert "op_load" not in out and "<frozen" not in out
+    short = brief(tb + "x" * 500, 200)  # too long: the end stays, the start goes
+    assert short.startswith("import_failed: ...") and short.endswith("x" * 50)
+    assert brief("plain detail") == "plain detail"

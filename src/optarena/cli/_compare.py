@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from optarena.cli._app import app, console, err_console
+from optarena.cli._render import brief
 from optarena.cli._speed_view import comparison_view, progress_bar
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, compare
@@ -53,7 +55,7 @@ def compare_cmd(
         for name, ref in (("A", result.a), ("B", result.b)):
             console.print(f"{name}: {ref.path} ({ref.sha256[:12]}) {ref.verdict}")
             for reason in ref.reasons[:5]:
-                console.print(f"  [red]-[/] {reason[:300]}")
+                console.print(f"  [red]-[/] {escape(brief(reason, 300))}")
         if result.failure:
             console.print(f"[red]not measured:[/] {result.failure[:400]}")
         if result.comparison is not None:

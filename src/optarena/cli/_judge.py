@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from optarena.cli._app import app, console, err_console
 from optarena.cli._compare import BudgetOpt, EffectOpt
-from optarena.cli._render import judge_summary
+from optarena.cli._render import brief, judge_summary
 from optarena.cli._speed_view import metrics_view, progress_bar
 from optarena.judge import JudgeOptions, judge
 from optarena.judge._seal import verify_judge
@@ -62,7 +63,7 @@ def judge_cmd(
     else:
         console.print(judge_summary(result))
         for reason in result.reasons:
-            console.print(f"  [red]-[/] {reason[:400]}")
+            console.print(f"  [red]-[/] {escape(brief(reason))}")
         if result.metrics is not None:
             console.print(metrics_view(result.metrics))
     raise typer.Exit(0 if result.verdict == "accepted" else 1)

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from optarena.agents import Usage
-from optarena.cli._render import verdict_markup
+from optarena.cli._render import brief, verdict_markup
 from optarena.cli._speed_view import result_cell, speed_markup
 from optarena.ledger import Judgement, Ledger, TrialRecord
 
@@ -188,7 +188,7 @@ def show_lines(record: TrialRecord) -> list[str]:
     for c in r.changed:
         scope = "" if c.in_scope else "  [red]OUT OF SCOPE[/]"
         lines.append(f"  changed  {c.change:<9} {escape(c.path)}{scope}")
-    lines += [f"  [red]-[/] {escape(reason[:400])}" for reason in r.reasons]
+    lines += [f"  [red]-[/] {escape(brief(reason))}" for reason in r.reasons]
     lines.append(f"speed      {speed_markup(r.metrics, r.verdict)}")
     lines += [f"  [red]outside the workspace:[/] {escape(c)}" for c in r.outside_changes]
     if r.error:

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from optarena.agents import AgentLimits, AgentStatus, known_runners
 from optarena.cli._app import app, console, err_console, interrupted
-from optarena.cli._render import verdict_markup
+from optarena.cli._render import brief, verdict_markup
 from optarena.cli._speed_view import metrics_view, speed_markup
 from optarena.cli._trial_views import (
     PhaseView,
@@ -96,7 +96,7 @@ def _summary(record: TrialRecord, ledger: Ledger) -> None:
         f"verdict {verdict_markup(record.verdict or '-')}"
     )
     for reason in record.reasons[:8]:
-        console.print(f"  [red]-[/] {escape(reason[:300])}")
+        console.print(f"  [red]-[/] {escape(brief(reason, 300))}")
     console.print(f"  speed: {speed_markup(record.metrics, record.verdict)}")
     console.print(f"  recorded in {ledger.db_path}; details: optarena trial show {record.id}")
 
