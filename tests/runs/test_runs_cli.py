@@ -53,7 +53,7 @@ def test_a_rejected_run_exits_1(
     tmp_path: Path, capsys: Capsys, agent: Callable[[str], str]
 ) -> None:
     led = str(tmp_path / "L")
-    command = agent("echo oops > notes.txt")
+    command = agent("echo oops >> TASK.md")
     assert (
         main(["run", "--task", "rmsnorm", "--command", command, "--no-measure", "--ledger", led])
         == 1

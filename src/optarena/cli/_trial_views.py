@@ -187,6 +187,8 @@ def show_lines(record: TrialRecord) -> list[str]:
     ]
     for c in r.changed:
         scope = "" if c.in_scope else "  [red]OUT OF SCOPE[/]"
+        if not c.in_scope and c.path not in r.out_of_scope:
+            scope = "  ignored (new, outside the scope: not judged)"
         lines.append(f"  changed  {c.change:<9} {escape(c.path)}{scope}")
     lines += [f"  [red]-[/] {escape(brief(reason))}" for reason in r.reasons]
     lines.append(f"speed      {speed_markup(r.metrics, r.verdict)}")

@@ -380,6 +380,8 @@ def _describe(delivery: Delivery) -> str:
     text = f"{len(delivery.changed)} changed: " + ", ".join(c.path for c in delivery.changed)
     if delivery.out_of_scope:
         text += f" (out of scope: {', '.join(delivery.out_of_scope)})"
+    if delivery.ignored:
+        text += f" (new outside the scope, ignored: {', '.join(delivery.ignored)})"
     return text
 
 
