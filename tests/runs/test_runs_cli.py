@@ -158,6 +158,9 @@ def test_the_speed_result_is_shown_wherever_a_trial_is(
     shown = _cli("trial", "show", accepted.id[:4], "--ledger", led)
     assert SPEED.search(shown.stdout.replace("speed      ", "speed: ")), shown.stdout
     assert "time b/a" in shown.stdout and "stopped:" in shown.stdout  # the comparison table
+    assert "overall (H-L)" in shown.stdout and "geometric mean  " not in shown.stdout
+    if accepted.metrics and accepted.metrics["overall"]["verdict"] == "inconclusive":
+        assert "inconclusive: " in shown.stdout  # and why
     assert "metrics " not in shown.stdout  # no raw key: value dump
 
     listed = _cli("trials", "--ledger", led)

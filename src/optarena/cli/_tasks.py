@@ -124,6 +124,12 @@ def qualify_cmd(
                 f"A/A: {a.verdict} ({ci}; {a.pairs} pairs, {a.used_s:.1f} s) "
                 + ("[green]ok[/]" if a.ok else "[bold red]NOT ok[/]")
             )
+            if a.ratio_ci is None:
+                console.print(
+                    f"  [yellow]note:[/] {a.pairs} pairs gave no interval: the A/A read no "
+                    "false verdict, but says nothing about the noise; a larger --aa-budget-s "
+                    f"(e.g. {4 * a.budget_s:g}) would"
+                )
         status = "[green]qualified[/]" if report.qualified else "[bold red]NOT qualified[/]"
         console.print(f"{t.id}@{t.spec.version}: {status}")
         for problem in report.problems:
