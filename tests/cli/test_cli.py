@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -200,3 +201,21 @@ def test_brief_keeps_the_end_of_a_traceback_without_the_judges_frames() -> None:
     short = brief(tb + "x" * 500, 200)  # too long: the end stays, the start goes
     assert short.startswith("import_failed: ...") and short.endswith("x" * 50)
     assert brief("plain detail") == "plain detail"
+
+
+def test_version_and_help_wrapped_to_the_terminal() -> None:
+    assert run_cli("--version").stdout.strip() == f"optarena {optarena.__version__}"
+    env = {**os.environ, "COLUMNS": "80"}
+    argv = [sys.executable, "-m", "optarena", "--help"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env).stdout
+    # the docstrings' own line breaks are gone: no sentence broken before its last word
+    assert "accepted, 1 rejected, 2 bad input." in out, out
+    assert "reference candidate and of a wrong control" in out, out
+    assert not [line for line in out.splitlines() if line.strip(" │") == "input."]
+
+
+def test_trials_json_lists_nothing_as_an_empty_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["trials", "--json", "--ledger", str(tmp_path / "L")]) == 0
+    assert json.loads(capsys.readouterr().out) == []

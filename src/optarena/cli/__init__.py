@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 
-from optarena.cli._app import app, console, err_console, interrupt_reported
+from optarena.cli._app import app, console, err_console, interrupt_reported, unwrap_all_help
 from optarena.errors import OptarenaError
 
 
@@ -23,6 +23,7 @@ def _register_commands() -> None:
 
 
 _register_commands()
+unwrap_all_help(app)
 
 
 def main(argv: list[str] | None = None) -> int:
