@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -88,6 +89,23 @@ def test_unknown_task_and_trial(tmp_path: Path, capsys: Capsys) -> None:
     assert "known tasks: rmsnorm, softmax" in capsys.readouterr().err
     assert main(["trial", "show", "abc", "--ledger", led]) == 2
     assert "no trial 'abc'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_demo_by_default_writes_a_new_ledger_of_its_own_and_says_where(
+    tmp_path: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    users = tmp_path / "users-ledger"
+    monkeypatch.setenv("OPTARENA_LEDGER", str(users))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert main(["demo", "--budget-s", "0.5"]) == 0
+    captured = capsys.readouterr()
+    (demo,) = tmp_path.glob("optarena-demo-*")
+    assert f"demo ledger: {demo}" in " ".join(captured.err.split())
+    assert str(demo / "ledger.db") in captured.out.replace("\n", "")
+    assert not users.exists()  # the user's ledger is untouched
+    with Ledger(demo) as ledger:
+        assert len(ledger.trials()) == 2
 
 
 @pytest.mark.slow

@@ -72,14 +72,24 @@ def judge_cmd(
 @app.command("demo")
 def demo_cmd(
     ledger_dir: Annotated[
-        Path | None, typer.Option("--ledger", help="ledger directory (default: the user's)")
+        Path | None,
+        typer.Option("--ledger", help="ledger directory (default: a new temporary one)"),
     ] = None,
     budget_s: Annotated[
         float, typer.Option("--budget-s", min=0.1, help="measurement budget per trial (s)")
     ] = 2.0,
 ) -> None:
     """Offline demo of the whole pipeline: replay trials of rmsnorm's reference candidate and
-    of a wrong control (missing eps), both judged and recorded in the ledger."""
+    of a wrong control (missing eps), both judged and recorded in a ledger of their own (a new
+    temporary directory unless --ledger is given; never your default ledger)."""
+    import tempfile
+
     from optarena.cli._trials import run_demo
 
+    if ledger_dir is None:
+        ledger_dir = Path(tempfile.mkdtemp(prefix="optarena-demo-"))
+        err_console.print(
+            f"demo ledger: {ledger_dir} (a new one; your own ledger is untouched)",
+            soft_wrap=True,
+        )
     run_demo(ledger_dir, budget_s)

@@ -144,12 +144,22 @@ def fitted_table(
     shares = sum(wrap.values())
     for i, share in wrap.items():
         widths[i] = min(widths[i], max(longest_word(i), room * share // shares))
+    fold: set[int] = set()
+    # still too wide (a long label, say): the wrapping column with the smallest share folds
+    # its long words, so that the other columns keep their full text
+    for i in sorted(wrap, key=lambda k: wrap[k]):
+        over = sum(widths[k] for k in wrap) - room
+        if over <= 0:
+            break
+        widths[i] = max(widths[i] - over, 6)
+        fold.add(i)
     table = Table(header_style="bold underline", box=None, padding=(0, 1, 0, 0), pad_edge=False)
     for i, head in enumerate(heads):
         table.add_column(
             head,
             justify="right" if i in right else "left",
             no_wrap=i not in wrap,
+            overflow="fold" if i in fold else "ellipsis",
             width=widths[i],
         )
     for row in cells:

@@ -319,5 +319,7 @@ def run_demo(ledger_dir: Path | None = None, budget_s: float = 2.0) -> list[Tria
                 f"{verdict_markup(r.verdict or '-')}{codes}; speed: "
                 + speed_markup(r.metrics, r.verdict)
             )
-        console.print(f"recorded in {ledger.db_path}; `optarena trials` lists them")
+        console.print(
+            f"recorded in {ledger.db_path}; `optarena trials --ledger {ledger.home}` lists them"
+        )
     return records
