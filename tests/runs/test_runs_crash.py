@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -63,19 +64,45 @@ def test_a_failure_while_judging_keeps_the_delivery_and_marks_the_row_interrupte
     assert judgement.verdict == "accepted"
 
 
-def test_a_failure_before_the_delivery_keeps_the_start_record_only(
+def test_an_interrupted_agent_leaves_its_files_kept_and_judgeable(
+    ledger: Ledger, rmsnorm: Task, control: Callable[[str], Path]
+) -> None:
+    optimized = (control("optimized") / "solution.py").read_bytes()
+
+    class Stopped(CommandRunner):
+        def run(self, workspace: Path, *args: object, **kw: object) -> AgentOutcome:
+            (workspace / "solution.py").write_bytes(optimized)
+            raise KeyboardInterrupt  # Ctrl-C while the agent works
+
+    config = TrialConfig(task=rmsnorm, agent="command", agent_args={"command": "true"})
+    with pytest.raises(TrialInterrupted) as raised:
+        run_trial(config, ledger, runner=Stopped(command="true"))
+    (record,) = ledger.trials()
+    assert record.state == "interrupted" and (record.error or "").startswith("during agent:")
+    assert record.verdict is None and record.agent_status is None  # it did not end by itself
+    assert record.agent_detail == "stopped by Ctrl-C or SIGTERM"
+    assert {"candidate", "diff", "outcome"} <= set(record.artifacts)
+    assert [c.path for c in record.changed] == ["solution.py"]
+    assert raised.value.delivered
+    _, judgement, _ = rejudge(ledger, record.id, measure=False)
+    assert judgement.verdict == "accepted"
+
+
+def test_when_nothing_can_be_captured_the_row_keeps_the_start_record_only(
     ledger: Ledger, rmsnorm: Task
 ) -> None:
-    class Exploding(CommandRunner):
+    class Wrecking(CommandRunner):
         def run(self, *args: object, **kw: object) -> AgentOutcome:
+            assert self.context is not None
+            shutil.rmtree(self.context.logs_dir.parent / "shadow.git")  # capture cannot work
             raise KeyboardInterrupt
 
     config = TrialConfig(task=rmsnorm, agent="command", agent_args={"command": "true"})
     with pytest.raises(TrialInterrupted) as raised:
-        run_trial(config, ledger, runner=Exploding(command="true"))
+        run_trial(config, ledger, runner=Wrecking(command="true"))
     (record,) = ledger.trials()
     _assert_interrupted(record, "agent")
-    assert "start record only" in raised.value.kept
+    assert "start record only" in raised.value.kept and not raised.value.delivered
     with pytest.raises(OptarenaError, match="interrupted before delivery"):
         rejudge(ledger, record.id)
 
@@ -140,7 +167,8 @@ def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
         # not silent: what was recorded, where, and what to do next
         assert "interrupted: trial " in err and "recorded as interrupted (during agent" in err
         assert str(tmp_path / "ledger" / "ledger.db") in err.replace("\n", "")
-        assert "start record only" in err and "Traceback" not in err
+        assert "it keeps the delivery" in err and "optarena trial rejudge" in err
+        assert "Traceback" not in err
         assert _wait_dead(agent_pid)
         assert _wait_dead(daemon_pid)  # detached, in its own session: ended all the same
     finally:
@@ -149,8 +177,9 @@ def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
                 os.kill(pid, signal.SIGKILL)
     with Ledger(tmp_path / "ledger") as ledger:
         (record,) = ledger.trials()
-        _assert_interrupted(record, "agent")
-        assert "KeyboardInterrupt" in (record.error or "")
+        assert record.state == "interrupted" and record.verdict is None
+        assert (record.error or "").startswith("during agent: KeyboardInterrupt")
+        assert {"candidate", "diff", "logs/stdout.log"} <= set(record.artifacts)  # kept
 
 
 def test_kill_9_leaves_running_until_the_next_open_marks_it_interrupted_and_kills_leftovers(

@@ -271,7 +271,17 @@ def _execute(
         prompt = (workspace / PROMPT_NAME).read_text(encoding="utf-8")
         note["message"] = f"{workspace}: {', '.join(starter)}"
     with phases("agent") as note:
-        outcome = _run_agent(runner, record, workspace, logs_dir, prompt, config, ledger, hooks)
+        t_agent = time.monotonic()
+        try:
+            outcome = _run_agent(runner, record, workspace, logs_dir, prompt, config, ledger, hooks)
+        except KeyboardInterrupt:
+            # the agent's process tree is gone; what it left in the workspace is its delivery
+            took = round(time.monotonic() - t_agent, 3)
+            stopped = AgentOutcome(
+                status="failed", wall_s=took, detail="stopped by Ctrl-C or SIGTERM"
+            )
+            _keep_delivery(task, ledger, record, work, baseline, stopped, phases, delivered)
+            raise
         note["message"] = f"{outcome.status}: {outcome.detail}"
     record = record.model_copy(update={"agent_sandbox": _sandbox_record(config, runner, outcome)})
     with phases("capture") as note:
@@ -301,6 +311,28 @@ def _execute(
     final = _final_record(record, outcome, delivery, judgement, baseline, artifacts, phases)
     ledger.finish_trial(final, judgement)
     return final
+
+
+def _keep_delivery(
+    task: Task,
+    ledger: Ledger,
+    record: TrialRecord,
+    work: Path,
+    baseline: str,
+    stopped: AgentOutcome,
+    phases: _Phases,
+    delivered: list[TrialRecord],
+) -> None:
+    """After an interrupted agent: capture and store what it left (diff, editable files, logs),
+    for the interrupted row to keep; no agent status (the agent did not end by itself)."""
+    workspace = Path(record.workspace)
+    try:
+        delivery = capture(task, workspace, work / "shadow.git", baseline, work / "candidate")
+        artifacts = _store_delivery(ledger, delivery, work / "candidate", work / "logs", stopped)
+    except Exception:  # capturing is best effort here: the row keeps the start record
+        return
+    kept = _final_record(record, stopped, delivery, None, baseline, artifacts, phases)
+    delivered.append(kept.model_copy(update={"agent_status": None}))
 
 
 def _run_agent(
