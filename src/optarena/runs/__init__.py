@@ -2,7 +2,14 @@
 
 from optarena.runs._judging import OUT_OF_SCOPE, combine, judge_delivery
 from optarena.runs._rejudge import rejudge
-from optarena.runs._trial import Progress, TrialConfig, TrialHook, new_trial_id, run_trial
+from optarena.runs._trial import (
+    Progress,
+    TrialConfig,
+    TrialHook,
+    TrialInterrupted,
+    new_trial_id,
+    run_trial,
+)
 from optarena.runs._workspace import Delivery, capture, check_workspace, init_repos, write_starter
 
 __all__ = [
@@ -11,6 +18,7 @@ __all__ = [
     "Progress",
     "TrialConfig",
     "TrialHook",
+    "TrialInterrupted",
     "capture",
     "check_workspace",
     "combine",
