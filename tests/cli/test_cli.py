@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from optarena.cli import main
-from optarena.tasks import BUILTIN_DIR
+from optarena.tasks import BUILTIN_DIR, builtin_task_ids
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -23,7 +23,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_tasks_and_show(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tasks", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["id"] for r in rows] == ["rmsnorm", "softmax"]
+    assert [r["id"] for r in rows] == builtin_task_ids()
     assert all(len(r["sha256"]) == 64 for r in rows)
     assert main(["task", "show", "rmsnorm"]) == 0
     out = capsys.readouterr().out
@@ -83,7 +83,10 @@ def test_judge_exit_codes_and_json() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["judge", "nope", "."], "unknown task 'nope'; known tasks: rmsnorm, softmax"),
+        (
+            ["judge", "nope", "."],
+            "unknown task 'nope'; known tasks: " + ", ".join(builtin_task_ids()),
+        ),
         (["judge", "rmsnorm", "/no/such/dir"], "does not exist"),
         (["task", "show", "nope"], "known tasks"),
     ],

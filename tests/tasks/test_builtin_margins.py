@@ -1,0 +1,99 @@
+"""The built-in tasks' numbers, in-process and fast: every correct control stays well inside the
+tolerance, and every known-wrong control misses it by a wide margin on the workload that exists
+to catch it (not by luck on one draw). The judge-level verdicts are in tests/judge/test_controls.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from optarena.tasks import Task, resolve_task
+
+SEEDS = range(6)
+# A correct control's worst error stays below this fraction of the allowed error ...
+CORRECT_AT_MOST = 0.5
+# ... and a wrong control's worst error exceeds this multiple of it, on every seed.
+WRONG_AT_LEAST = 10.0
+
+# (task, wrong control, workload that must catch it by a wide margin)
+WRONG = [
+    ("layernorm", "unbiased-variance", "width-two"),
+    ("layernorm", "unbiased-variance", "narrow"),
+    ("layernorm", "eps-outside-root", "large-eps"),
+    ("layernorm", "eps-outside-root", "tiny"),
+    ("layernorm", "missing-bias", "decode"),
+    ("layernorm", "missing-mean", "prefill"),
+    ("layernorm", "wrong-axis", "decode"),
+    ("layernorm", "zeros", "decode"),
+]
+CORRECT = [("layernorm", "baseline"), ("layernorm", "optimized")]
+
+
+def _entry(task: Task, control: str) -> Callable[..., Any]:
+    c = next(c for c in task.spec.controls if c.name == control)
+    path = task.root / c.dir / task.spec.entry.file
+    spec = importlib.util.spec_from_file_location(f"ctl_{task.id}_{c.dir}".replace("/", "_"), path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = getattr(module, task.spec.entry.function)
+    assert callable(fn)
+    return fn  # type: ignore[no-any-return]
+
+
+def worst_ratio(task: Task, fn: Callable[..., Any], workload: str, seed: int) -> float:
+    """max |out - ref| / (atol + rtol |ref|) over one call; inf for NaN, wrong shape or a raise."""
+    args, kwargs = task.generator(task.spec.workload(workload), seed)
+    for a in args:
+        if isinstance(a, np.ndarray):
+            a.flags.writeable = False
+    ref = np.asarray(task.oracle(*args, **kwargs), dtype=np.float64)
+    try:
+        with np.errstate(all="ignore"):
+            out = np.asarray(fn(*args, **kwargs))
+    except (ValueError, FloatingPointError, IndexError):
+        return float("inf")
+    if out.shape != ref.shape:
+        return float("inf")
+    tol = task.spec.tolerance
+    with np.errstate(all="ignore"):
+        err = np.abs(out.astype(np.float64) - ref) / (tol.atol + tol.rtol * np.abs(ref))
+    return float(np.max(np.where(np.isnan(err), np.inf, err))) if err.size else 0.0
+
+
+@pytest.mark.parametrize(("task_id", "control"), CORRECT)
+def test_correct_controls_stay_well_inside_the_tolerance(task_id: str, control: str) -> None:
+    task = resolve_task(task_id)
+    fn = _entry(task, control)
+    for w in task.spec.workloads:
+        worst = max(worst_ratio(task, fn, w.name, s) for s in SEEDS)
+        assert worst < CORRECT_AT_MOST, f"{control} on {w.name}: {worst:.3g} of the tolerance"
+
+
+@pytest.mark.parametrize(("task_id", "control", "workload"), WRONG)
+def test_wrong_controls_miss_by_a_wide_margin(task_id: str, control: str, workload: str) -> None:
+    task = resolve_task(task_id)
+    fn = _entry(task, control)
+    ratios = [worst_ratio(task, fn, workload, s) for s in SEEDS]
+    assert min(ratios) > WRONG_AT_LEAST, f"{control} on {workload}: {ratios}"
+
+
+def test_every_wrong_numeric_control_has_a_catching_workload() -> None:
+    """A control rejected for out_of_tolerance or non_finite is listed above with its workload."""
+    listed = {(t, c) for t, c, _ in WRONG}
+    for task_id in {t for t, _, _ in WRONG}:
+        task = resolve_task(task_id)
+        numeric = {
+            c.name
+            for c in task.spec.controls
+            if c.reason in ("out_of_tolerance", "non_finite") and c.name != "stale-output"
+        }
+        assert numeric == {c for t, c in listed if t == task_id}
+        assert {c for t, c in CORRECT if t == task_id} == {
+            c.name for c in task.spec.controls if c.expect == "accepted"
+        }
