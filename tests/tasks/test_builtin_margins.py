@@ -30,8 +30,16 @@ WRONG = [
     ("layernorm", "missing-mean", "prefill"),
     ("layernorm", "wrong-axis", "decode"),
     ("layernorm", "zeros", "decode"),
+    ("attention", "no-scale", "decode"),
+    ("attention", "no-scale", "non-causal"),
+    ("attention", "mask-from-start", "decode"),
+    ("attention", "mask-from-start", "chunked-prefill"),
+    ("attention", "mask-ignored", "prefill"),
+    ("attention", "softmax-wrong-axis", "decode"),
+    ("attention", "no-max-subtraction", "large-logits"),
+    ("attention", "no-max-subtraction", "very-negative-logits"),
 ]
-CORRECT = [("layernorm", "baseline"), ("layernorm", "optimized")]
+CORRECT = [(t, c) for t in ("layernorm", "attention") for c in ("baseline", "optimized")]
 
 
 def _entry(task: Task, control: str) -> Callable[..., Any]:
@@ -97,3 +105,25 @@ def test_every_wrong_numeric_control_has_a_catching_workload() -> None:
         assert {c for t, c in CORRECT if t == task_id} == {
             c.name for c in task.spec.controls if c.expect == "accepted"
         }
+
+
+def test_attention_shifted_scores_are_exact_in_float32() -> None:
+    """The large-logit edges are fair: float32 scores equal the float64 ones bit for bit."""
+    task = resolve_task("attention")
+    for name, sign in (("large-logits", 1.0), ("very-negative-logits", -1.0)):
+        (q, k, _), _ = task.generator(task.spec.workload(name), 7)
+        s32 = np.matmul(q, np.swapaxes(k, -1, -2)) * np.float32(0.125)
+        s64 = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64)) / 8.0
+        assert np.array_equal(s32.astype(np.float64), s64)
+        assert np.all(sign * s64 > 100.0) and np.ptp(s64) < 60.0
+
+
+def test_attention_causal_mask_is_aligned_to_the_end() -> None:
+    """A literal case: 2 queries, 3 keys, dim 1, q = 0 (uniform weights over what is visible)."""
+    oracle = resolve_task("attention").oracle
+    q = np.zeros((1, 1, 2, 1), np.float32)
+    k = np.zeros((1, 1, 3, 1), np.float32)
+    v = np.array([1.0, 2.0, 4.0], np.float32).reshape(1, 1, 3, 1)
+    out = oracle(q, k, v, causal=True).reshape(2)
+    assert np.allclose(out, [1.5, 7.0 / 3.0])  # query 0 sees keys 0-1, query 1 sees all three
+    assert np.allclose(oracle(q, k, v, causal=False).reshape(2), [7.0 / 3.0, 7.0 / 3.0])

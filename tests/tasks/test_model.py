@@ -13,7 +13,7 @@ from optarena.tasks import BUILTIN_DIR, builtin_task_ids, load_task, resolve_tas
 
 
 def test_builtins_load() -> None:
-    assert builtin_task_ids() == ["layernorm", "rmsnorm", "softmax"]
+    assert builtin_task_ids() == ["attention", "layernorm", "rmsnorm", "softmax"]
     for tid in builtin_task_ids():
         t = resolve_task(tid)
         assert t.id == tid
@@ -26,7 +26,7 @@ def test_builtins_load() -> None:
 def test_resolve_by_path_and_unknown(tmp_path: Path) -> None:
     assert resolve_task(str(BUILTIN_DIR / "softmax")).id == "softmax"
     assert resolve_task(BUILTIN_DIR / "softmax" / "task.toml").id == "softmax"
-    with pytest.raises(UnknownNameError, match="known tasks: layernorm, rmsnorm, softmax"):
+    with pytest.raises(UnknownNameError, match="known tasks: " + ", ".join(builtin_task_ids())):
         resolve_task("no-such-task")
 
 
