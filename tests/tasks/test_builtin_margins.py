@@ -38,8 +38,19 @@ WRONG = [
     ("attention", "softmax-wrong-axis", "decode"),
     ("attention", "no-max-subtraction", "large-logits"),
     ("attention", "no-max-subtraction", "very-negative-logits"),
+    ("moe-forward", "no-renormalisation", "ties"),
+    ("moe-forward", "no-renormalisation", "zipf"),
+    ("moe-forward", "ties-to-higher", "ties"),
+    ("moe-forward", "ties-to-higher", "pair-ties"),
+    ("moe-forward", "ties-to-higher", "pair-ties-top1"),
+    ("moe-forward", "missing-shared", "any-size"),
+    ("moe-forward", "relu", "zipf"),
+    ("moe-forward", "top1", "zipf"),
+    ("moe-forward", "top1", "many-experts"),
 ]
-CORRECT = [(t, c) for t in ("layernorm", "attention") for c in ("baseline", "optimized")]
+CORRECT = [
+    (t, c) for t in ("layernorm", "attention", "moe-forward") for c in ("baseline", "optimized")
+]
 
 
 def _entry(task: Task, control: str) -> Callable[..., Any]:
@@ -127,3 +138,41 @@ def test_attention_causal_mask_is_aligned_to_the_end() -> None:
     out = oracle(q, k, v, causal=True).reshape(2)
     assert np.allclose(out, [1.5, 7.0 / 3.0])  # query 0 sees keys 0-1, query 1 sees all three
     assert np.allclose(oracle(q, k, v, causal=False).reshape(2), [7.0 / 3.0, 7.0 / 3.0])
+
+
+def _moe_inputs(routing: str, top_k: int, seed: int = 3) -> tuple[list[Any], dict[str, Any]]:
+    task = resolve_task("moe-forward")
+    w = next(w for w in task.spec.workloads if w.params.get("routing") == routing)
+    params = {**w.params, "top_k": top_k}
+    return task.generator(type(w)(name=w.name, role=w.role, params=params), seed)
+
+
+def test_moe_router_logits_are_exact_and_ties_exact() -> None:
+    """Routing is decided on exact numbers: float32 logits equal the float64 ones, and the tie
+    workloads tie exactly (all columns, or columns 2j and 2j + 1)."""
+    for routing in ("uniform", "zipf", "one-expert", "ties", "pair-ties"):
+        (x, router_w, *_), _ = _moe_inputs(routing, 2)
+        l32 = (x @ router_w).astype(np.float64)
+        assert np.array_equal(l32, x.astype(np.float64) @ router_w.astype(np.float64)), routing
+        if routing == "ties":
+            assert np.all(l32 == l32[:, :1])
+        if routing == "pair-ties":
+            e = l32.shape[1] - l32.shape[1] % 2
+            assert np.array_equal(l32[:, 0:e:2], l32[:, 1:e:2])
+        if routing == "one-expert":
+            assert np.unique(np.argmax(l32, axis=1)).size == 1
+
+
+def test_moe_oracle_tie_rule_and_renormalisation() -> None:
+    """All-tied routing: the oracle picks experts 0..top_k-1, each weighted 1/top_k."""
+    task = resolve_task("moe-forward")
+    args, kwargs = _moe_inputs("ties", 3)
+    x, _, g, u, d, sg, su, sd = (a.astype(np.float64) for a in args)
+
+    def swiglu(z: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        h = z @ a
+        return (h / (1.0 + np.exp(-h)) * (z @ b)) @ c
+
+    expected = sum(swiglu(x, g[e], u[e], d[e]) for e in range(3)) / 3.0 + swiglu(x, sg, su, sd)
+    assert kwargs == {"top_k": 3}
+    assert np.allclose(task.oracle(*args, **kwargs), expected, rtol=1e-12, atol=1e-12)

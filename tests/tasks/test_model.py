@@ -13,7 +13,7 @@ from optarena.tasks import BUILTIN_DIR, builtin_task_ids, load_task, resolve_tas
 
 
 def test_builtins_load() -> None:
-    assert builtin_task_ids() == ["attention", "layernorm", "rmsnorm", "softmax"]
+    assert builtin_task_ids() == ["attention", "layernorm", "moe-forward", "rmsnorm", "softmax"]
     for tid in builtin_task_ids():
         t = resolve_task(tid)
         assert t.id == tid
