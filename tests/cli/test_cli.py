@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,8 @@ def test_tasks_and_show(capsys: pytest.CaptureFixture[str]) -> None:
     rows = json.loads(capsys.readouterr().out)
     assert [r["id"] for r in rows] == builtin_task_ids()
     assert all(len(r["sha256"]) == 64 for r in rows)
+    # Every built-in task is a CPU task this machine can run; a machine that could not says why.
+    assert all(r["device"] == "cpu" and r["runnable"] and r["unmet"] == [] for r in rows)
     assert main(["task", "show", "rmsnorm"]) == 0
     out = capsys.readouterr().out
     assert "solution.py:rmsnorm" in out and "prefill" in out and "missing-eps" in out
@@ -111,3 +114,28 @@ def test_qualify_cli() -> None:
     proc = run_cli("task", "qualify", "softmax")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "qualified" in proc.stdout
+
+
+def test_tasks_say_why_a_task_cannot_run_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A task that needs a GPU (on a machine without one) is listed, marked not runnable, with
+    the reason; the same reason is what the judge refuses with."""
+    import optarena.tasks._requirements as requirements
+    from optarena.cli import _tasks
+    from optarena.tasks import load_task
+
+    root = tmp_path / "gpu-task"
+    shutil.copytree(BUILTIN_DIR / "rmsnorm", root, ignore=shutil.ignore_patterns("__pycache__"))
+    toml = root / "task.toml"
+    toml.write_text(toml.read_text().replace('device = "cpu"', 'device = "cuda"'))
+    monkeypatch.setattr(requirements, "cuda_available", lambda: False)
+    monkeypatch.setattr(_tasks, "builtin_task_ids", lambda: ["rmsnorm"])
+    monkeypatch.setattr(_tasks, "resolve_task", lambda _ref: load_task(root))
+    assert main(["tasks", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["device"] == "cuda" and row["runnable"] is False
+    assert row["unmet"] == ["device 'cuda' required, but no NVIDIA GPU is visible"]
+    assert main(["tasks"]) == 0
+    table = capsys.readouterr().out  # cells wrap: look for the words
+    assert "no:" in table and "'cuda'" in table and "NVIDIA" in table

@@ -6,7 +6,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 
 from optarena.judge import JudgeResult
-from optarena.tasks import Task
+from optarena.tasks import Task, unmet_requirements
 
 
 def verdict_markup(verdict: str) -> str:
@@ -34,15 +34,18 @@ def judge_summary(result: JudgeResult, title: str | None = None) -> RenderableTy
 
 
 def task_table(tasks: list[Task]) -> Table:
+    """One row per task; `runs here` is yes, or what this machine lacks."""
     table = Table(show_header=True, header_style="bold")
-    for col in ("id", "version", "device", "timed workloads", "controls", "title"):
+    for col in ("id", "version", "device", "runs here", "timed workloads", "controls", "title"):
         table.add_column(col)
     for t in tasks:
         timed = ", ".join(w.name for w in t.spec.workloads if w.role == "timed")
+        unmet = unmet_requirements(t.spec.requirements)
         table.add_row(
             t.id,
             t.spec.version,
             t.spec.requirements.device,
+            "[green]yes[/]" if not unmet else "[yellow]no:[/] " + "; ".join(unmet),
             timed,
             str(len(t.spec.controls)),
             t.spec.title,
