@@ -17,9 +17,10 @@ def moe_forward(
     *,
     top_k: int,
 ) -> np.ndarray:
-    """A mixture-of-experts feed-forward layer: route each token to its top_k experts, run each
-    expert on the tokens routed to it, combine with the renormalised router weights, and add
-    the shared expert that every token goes through."""
+    """A mixture-of-experts feed-forward layer: route each token to its top_k experts, weigh them
+    with the renormalised router probabilities, and add the shared expert that every token goes
+    through. Written densely: every expert runs on every token, and a (tokens, experts) combine
+    matrix, zero outside each token's top_k, keeps only the chosen outputs."""
     logits = x @ router_w
     probs = np.exp(logits - np.max(logits, axis=-1, keepdims=True))
     probs = probs / np.sum(probs, axis=-1, keepdims=True)
@@ -27,13 +28,11 @@ def moe_forward(
     chosen = np.argsort(-probs, axis=-1, kind="stable")[:, :top_k]
     weights = np.take_along_axis(probs, chosen, axis=-1)
     weights = weights / np.sum(weights, axis=-1, keepdims=True)
+    combine = np.zeros_like(probs)
+    np.put_along_axis(combine, chosen, weights, axis=-1)
 
     out = (silu(x @ shared_gate) * (x @ shared_up)) @ shared_down
     for e in range(router_w.shape[1]):
-        tokens, slots = np.nonzero(chosen == e)
-        if tokens.size == 0:
-            continue
-        xe = x[tokens]
-        ye = (silu(xe @ w_gate[e]) * (xe @ w_up[e])) @ w_down[e]
-        out[tokens] += weights[tokens, slots][:, None] * ye
+        expert_out = (silu(x @ w_gate[e]) * (x @ w_up[e])) @ w_down[e]
+        out += combine[:, e : e + 1] * expert_out
     return out
