@@ -124,3 +124,26 @@ def test_a_kill_9_of_the_cli_resumes(tmp_path: Path) -> None:
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows = _rows(home, path)
     assert len(rows) == 4 and all(states.count("complete") == 1 for states in rows.values())
+
+
+def test_agents_run_in_parallel_but_judging_never_overlaps(tmp_path: Path) -> None:
+    import itertools
+    import threading
+
+    from optarena.experiments import run_experiment
+
+    path = _plan(tmp_path)
+    spans: list[tuple[float, float]] = []
+    lock = threading.Lock()
+
+    def timed(task: Task, cand: Path, options: JudgeOptions) -> JudgeResult:
+        t0 = time.monotonic()
+        result = judge(task, cand, options)
+        with lock:
+            spans.append((t0, time.monotonic()))
+        return result
+
+    state = run_experiment(load_plan(path), tmp_path / "ledger", max_parallel=2, judge_fn=timed)
+    assert state.counts()["complete"] == 4 and len(spans) == 4
+    spans.sort()
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans))
