@@ -147,3 +147,20 @@ def test_agents_run_in_parallel_but_judging_never_overlaps(tmp_path: Path) -> No
     assert state.counts()["complete"] == 4 and len(spans) == 4
     spans.sort()
     assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans))
+    # reports of the plan and of one trial, from the same ledger
+    from optarena.cli import main
+
+    home, trial = tmp_path / "ledger", next(iter(state.rows.values()))[0]
+    for fmt in ("html", "md", "json"):
+        out = tmp_path / f"plan.{fmt}"
+        assert (
+            main(["report", str(path), "--ledger", str(home), "-o", str(out), "--format", fmt]) == 0
+        )
+        assert "resume-test" in out.read_text()
+    out = tmp_path / "trial.md"
+    assert (
+        main(["report", trial.id[:6], "--ledger", str(home), "-o", str(out), "--format", "md"]) == 0
+    )
+    text = out.read_text()
+    assert f"# Trial `{trial.id}`" in text and "| verdict |" in text and "## diff" in text
+    assert main(["report", "no-such-trial", "--ledger", str(home), "-o", str(out)]) == 2

@@ -185,7 +185,7 @@ def compare_cmd(
 
 @app.command("report")
 def report_cmd(
-    plan: PlanArg,
+    plan: Annotated[str, typer.Argument(help="an experiment plan (TOML), or a trial id")],
     output: Annotated[Path, typer.Option("-o", "--output", help="file to write")],
     fmt: Annotated[str, typer.Option("--format", help="html, md or json")] = "html",
     ledger: LedgerOpt = None,
@@ -197,8 +197,11 @@ def report_cmd(
 
     if fmt not in ("html", "md", "json"):
         raise OptarenaError(f"--format {fmt!r}: expected html, md or json")
-    loaded = load_plan(plan)
     home = _home(ledger)
+    if not Path(plan).is_file():  # a trial id (or a unique prefix of one)
+        _trial_report(plan, home, fmt, output)
+        return
+    loaded = load_plan(Path(plan))
     with Ledger.open(home) as led:
         comparison = compare_experiment(experiment_state(loaded, led))
     if fmt == "html":
@@ -226,3 +229,21 @@ def _trial_texts(led: Ledger, trial_id: str) -> dict[str, str]:
             text = led.store.read_bytes(sha).decode("utf-8", errors="replace")
             out[name] = text[-TAIL_CHARS:] or "(empty)"
     return out
+
+
+def _trial_report(ref: str, home: Path, fmt: str, output: Path) -> None:
+    from optarena.ledger import Ledger
+    from optarena.report import render_trial_html, render_trial_markdown
+
+    with Ledger.open(home) as led:
+        record = led.get(ref)
+        texts = _trial_texts(led, record.id)
+    texts.pop("verdict", None)  # the facts table says it
+    if fmt == "html":
+        text = render_trial_html(record, texts)
+    elif fmt == "md":
+        text = render_trial_markdown(record, texts)
+    else:
+        text = record.model_dump_json(indent=1)
+    output.write_text(text)
+    console.print(f"wrote {output} ({len(text)} bytes)")
