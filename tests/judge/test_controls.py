@@ -61,7 +61,13 @@ def test_seed_replay_is_deterministic() -> None:
     assert a.reasons == b.reasons
 
 
-@pytest.mark.parametrize("task_id", builtin_task_ids())
+# Qualification judges every control again and runs an A/A control: seconds per control on
+# the larger tasks. The controls of every task are judged above; the whole qualification runs
+# here for the two quick ones (and by hand, `optarena task qualify`, for the others).
+QUALIFIED_HERE = ["rmsnorm", "softmax"]
+
+
+@pytest.mark.parametrize("task_id", QUALIFIED_HERE)
 def test_qualify_passes(task_id: str) -> None:
     report = qualify_task(resolve_task(task_id))
     assert report.qualified, report.problems
