@@ -125,8 +125,10 @@ def test_a_timing_trick_never_earns_improved(
         assert result.metrics is not None
         overall = result.metrics["overall"]
         assert overall["verdict"] != "improved", (name, overall)
-        # does at least the baseline's work: never measured well below it
-        assert overall["ratio"] is None or overall["ratio"] > 0.9, (name, overall)
+        # does at least the baseline's work: never measured clearly below it (an interval,
+        # when there is one, reaches above 0.9; a lone estimate without one is noise)
+        ci = overall["ratio_ci"]
+        assert ci is None or ci[1] > 0.9, (name, overall)
     else:
         assert result.metrics is None
 
