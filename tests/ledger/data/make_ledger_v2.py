@@ -10,6 +10,7 @@ trial, and a trial whose calls were metered by the proxy (rows in `api_calls`).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import stat
 import sys
@@ -26,7 +27,7 @@ HERE = Path(__file__).parent
 STREAM = HERE.parent.parent / "agents" / "data" / "claude_success.jsonl"
 
 
-def _copy_control(name: str, tmp: Path) -> str:
+def _copy_control(name: str) -> str:
     """A command template that copies an rmsnorm control into the workspace."""
     task = resolve_task("rmsnorm")
     src = next(task.root / c.dir for c in task.spec.controls if c.name == name)
@@ -67,7 +68,7 @@ def main(out: Path) -> None:
                 TrialConfig(
                     task=task,
                     agent="command",
-                    agent_args={"command": _copy_control("optimized", tmp)},
+                    agent_args={"command": _copy_control("optimized")},
                     limits=AgentLimits(wall_s=60),
                     labels={"cond": "fixture"},
                     budget_s=4.0,
@@ -78,7 +79,7 @@ def main(out: Path) -> None:
                 TrialConfig(
                     task=task,
                     agent="command",
-                    agent_args={"command": _copy_control("missing-eps", tmp)},
+                    agent_args={"command": _copy_control("missing-eps")},
                     limits=AgentLimits(wall_s=60),
                     measure=False,
                 ),
@@ -101,7 +102,7 @@ def main(out: Path) -> None:
                     ),
                     ledger,
                 )
-            try:
+            with contextlib.suppress(KeyboardInterrupt):
                 run_trial(
                     TrialConfig(
                         task=task,
@@ -112,8 +113,6 @@ def main(out: Path) -> None:
                     ledger,
                     hooks=[_Interrupt()],
                 )
-            except KeyboardInterrupt:
-                pass
             n = ledger._conn.execute("SELECT count(*) FROM api_calls").fetchone()[0]
             assert n >= 1, "the metered trial recorded no call"
         shutil.copyfile(tmp / "ledger" / "ledger.db", out)
