@@ -44,3 +44,25 @@ class AgentNotInstalledError(OptarenaError):
 
 class LedgerError(OptarenaError):
     """The ledger cannot be opened or used as asked (schema too new, unknown trial, ...)."""
+
+
+class RecordError(LedgerError):
+    """A stored record that cannot be read: not JSON, a newer version, a field that does not
+    fit; the message names where it was read from and the field."""
+
+
+class TaskPackageError(OptarenaError):
+    """A task package that is broken as shipped (its baseline fails its own oracle, a control
+    does not behave as declared): the task's fault, not the user's input nor the candidate's."""
+
+
+class MissingPrerequisiteError(OptarenaError):
+    """Something this machine lacks that the asked-for work needs (git, valgrind, a compiler,
+    a device); the message names it and what needs it."""
+
+    def __init__(self, what: str, needed_for: str, hint: str | None = None) -> None:
+        self.what = what
+        self.needed_for = needed_for
+        self.hint = hint
+        tail = f"; {hint}" if hint else ""
+        super().__init__(f"{needed_for} needs {what}, which this machine lacks{tail}")

@@ -61,6 +61,8 @@ class PhaseView:
 def _usage_cell(record: TrialRecord) -> str:
     """Metered usage when a proxy ran (optarena's own count), else what the agent reported."""
     u = record.metered_usage or record.usage
+    if u.source == "metered" and u.calls == 0:
+        return "none"  # metered: the agent called no model (narrow: the table fits 80 columns)
     if u.input_tokens is None and u.output_tokens is None and u.cost_usd is None:
         return "?"
     tokens = f"{_num(u.input_tokens, '{}')} in/{_num(u.output_tokens, '{}')} out"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from optarena.judge import JudgeOptions, JudgeResult, judge
 from optarena.ledger import ArtifactStore, Judgement, JudgeSettings, utc_now
-from optarena.ledger._models import JudgementKind, Verdict
+from optarena.records import JudgementKind, Verdict
 from optarena.tasks import Task
 
 JudgeFn = Callable[[Task, Path, JudgeOptions], JudgeResult]

@@ -36,6 +36,7 @@ from optarena.agents import (
     RunContext,
     SandboxSpec,
     create_runner,
+    run_metered,
     runner_ref,
 )
 from optarena.errors import OptarenaError
@@ -48,9 +49,10 @@ from optarena.ledger import (
     Ledger,
     TaskInfo,
     TrialRecord,
+    process_start_ticks,
     utc_now,
 )
-from optarena.ledger._ledger import process_start_ticks
+from optarena.records import TrialPaths
 from optarena.runs._judging import JudgeFn, judge_delivery
 from optarena.runs._workspace import (
     PROMPT_NAME,
@@ -86,13 +88,15 @@ class TrialConfig:
 
 
 class TrialHook:
-    """Extension point around the agent phase (e.g. a metering proxy). Override what you need.
+    """Extension point around the agent phase. Override what you need. (Metering is not a
+    hook: every runner's calls are metered by `optarena.agents.run_metered`.)
 
-    `before_agent` may put variables in `context.env` (runners pass them to the agent);
-    `after_agent` may return a changed outcome (e.g. with metered usage folded in).
+    `before_agent` may return a changed context (e.g. `dataclasses.replace(context, env=...)`:
+    runners pass `env` to the agent; `proxy_ports` opens host ports to it); None keeps it.
+    `after_agent` may return a changed outcome.
     """
 
-    def before_agent(self, context: RunContext) -> None:
+    def before_agent(self, context: RunContext) -> RunContext | None:
         return None
 
     def after_agent(self, context: RunContext, outcome: AgentOutcome) -> AgentOutcome:
@@ -221,8 +225,8 @@ def _execute(
     hooks: Sequence[TrialHook],
     judge_fn: JudgeFn | None,
 ) -> TrialRecord:
-    task, workspace = config.task, Path(record.workspace)
-    logs_dir, shadow = work / "logs", work / "shadow.git"
+    task, paths = config.task, TrialPaths.of(work, Path(record.workspace))
+    workspace, logs_dir, shadow = paths.workspace, paths.logs, paths.shadow
     with phases("setup") as note:
         workspace.mkdir(parents=True, exist_ok=True)
         clear_dir(workspace)  # empty unless --overwrite was given (checked before the row)
@@ -234,23 +238,23 @@ def _execute(
         prompt = (workspace / PROMPT_NAME).read_text(encoding="utf-8")
         note["message"] = f"{workspace}: {', '.join(starter)}"
     with phases("agent") as note:
-        outcome = _run_agent(runner, record, workspace, logs_dir, prompt, config, ledger, hooks)
+        outcome = _run_agent(runner, record, paths, prompt, config, ledger, hooks)
         note["message"] = f"{outcome.status}: {outcome.detail}"
     record = record.model_copy(update={"agent_sandbox": _sandbox_record(config, runner, outcome)})
     with phases("capture") as note:
-        delivery = capture(task, workspace, shadow, baseline, work / "candidate")
-        artifacts = _store_delivery(ledger, delivery, work / "candidate", logs_dir, outcome)
+        delivery = capture(task, workspace, shadow, baseline, paths.candidate)
+        artifacts = _store_delivery(ledger, delivery, paths.candidate, logs_dir, outcome)
         note["message"] = _describe(delivery)
     with phases("judge") as note:
         try:
             verify_judge(task, record.task.sha256)
         except JudgeTamperedError as e:
             refused = _final_record(record, outcome, delivery, None, baseline, artifacts, phases)
-            ledger.finish_trial(_refused(refused, e))
+            ledger.finish_trial(_refused(refused, e), calls=outcome.calls)
             raise
         judgement = judge_delivery(
             task,
-            work / "candidate",
+            paths.candidate,
             delivery.out_of_scope,
             trial_id=record.id,
             kind="trial",
@@ -261,15 +265,14 @@ def _execute(
         )
         note["message"] = judgement.verdict
     final = _final_record(record, outcome, delivery, judgement, baseline, artifacts, phases)
-    ledger.finish_trial(final, judgement)
+    ledger.finish_trial(final, judgement, outcome.calls)
     return final
 
 
 def _run_agent(
     runner: AgentRunner,
     record: TrialRecord,
-    workspace: Path,
-    logs_dir: Path,
+    paths: TrialPaths,
     prompt: str,
     config: TrialConfig,
     ledger: Ledger,
@@ -278,31 +281,28 @@ def _run_agent(
     context = RunContext(
         record.id,
         record.task.id,
-        workspace,
-        logs_dir,
-        ledger=ledger,
-        sandbox=_sandbox_spec(config, ledger, workspace, logs_dir.parent),
+        paths,
+        sandbox=_sandbox_spec(config, ledger, paths),
     )
     for hook in hooks:
-        hook.before_agent(context)
-    runner.prepare(context)
-    outcome = runner.run(workspace, prompt, config.limits, logs_dir)
+        context = hook.before_agent(context) or context
+    outcome = run_metered(runner, context, prompt, config.limits)
     for hook in hooks:
         outcome = hook.after_agent(context, outcome)
     return outcome
 
 
-def _sandbox_spec(config: TrialConfig, ledger: Ledger, workspace: Path, work: Path) -> SandboxSpec:
+def _sandbox_spec(config: TrialConfig, ledger: Ledger, paths: TrialPaths) -> SandboxSpec:
     """Hide the ledger directory (database, artifacts, every trial's work directory) and every
     other trial's workspace; give the agent a private HOME in its work directory."""
     if not config.agent_sandbox:
         return SandboxSpec(policy=AgentSandboxPolicy.off())
-    mine = workspace.resolve()
+    mine = paths.workspace.resolve()
     others = [w for w in ledger.workspaces() if w.is_dir() and w.resolve() != mine]
     policy = AgentSandboxPolicy()
     if config.limits.max_processes is not None:
         policy = replace(policy, max_processes=config.limits.max_processes)
-    return SandboxSpec(policy=policy, hidden=(ledger.home, *others), home=work / "home")
+    return SandboxSpec(policy=policy, hidden=(ledger.home, *others), home=paths.home)
 
 
 def _sandbox_record(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from optarena.errors import OptarenaError
 from optarena.ledger import ChangedFile
-from optarena.ledger._models import ChangeKind
+from optarena.records import ChangeKind
 from optarena.tasks import Task, in_scope
 
 PROMPT_NAME = "TASK.md"

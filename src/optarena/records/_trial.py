@@ -1,5 +1,6 @@
-"""What the ledger stores, as versioned pydantic models (the JSON in `trials.record` and
-`judgements.record`; `optarena trial show --json` prints them).
+"""What the ledger stores about a trial, as versioned pydantic models (the JSON in
+`trials.record` and `judgements.record`; `optarena trial show --json` prints them). Read older
+versions through `optarena.records.load_trial` / `load_judgement`, which migrate them.
 
 A `TrialRecord` is written twice: once when the trial starts (state `running`, identity only)
 and once, in a single transaction, when it ends (`complete` with everything, or `interrupted`
@@ -12,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optarena.agents._base import AgentLimits, AgentStatus, Usage
+from optarena.records._agent import AgentLimits, AgentStatus, Usage
 
 TRIAL_RECORD_VERSION = 1
 
