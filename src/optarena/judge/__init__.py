@@ -5,6 +5,7 @@ from optarena.judge._compare import CompareResult, aa_control, compare
 from optarena.judge._judge import JudgeOptions, judge, new_seed
 from optarena.judge._metrics import AAControl, Comparison, Metrics
 from optarena.judge._result import JUDGE_SCHEMA_VERSION, Check, JudgeResult
+from optarena.judge._seal import JudgeTamperedError, verify_judge
 
 __all__ = [
     "JUDGE_SCHEMA_VERSION",
@@ -14,9 +15,11 @@ __all__ = [
     "Comparison",
     "JudgeOptions",
     "JudgeResult",
+    "JudgeTamperedError",
     "Metrics",
     "aa_control",
     "compare",
     "judge",
     "new_seed",
+    "verify_judge",
 ]

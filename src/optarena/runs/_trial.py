@@ -10,7 +10,7 @@ delivered files are judged like any other.
 The agent runs in an agent sandbox (`optarena.sandbox.AgentSandbox`) that hides the ledger
 directory and other trials' workspaces and lets it write only its workspace and private
 homes; what was active is the record's `agent_sandbox`. Before judging, optarena's own files
-and the task package are checked against their references (`judge._seal.verify_judge`): a
+and the task package are checked against their references (`judge.verify_judge`): a
 difference is recorded (`outside_changes`, reason `judge_tampered`) and nothing is judged.
 """
 
@@ -41,7 +41,7 @@ from optarena.agents import (
 )
 from optarena.errors import OptarenaError
 from optarena.identity import code_references, judge_sha256, runtime_fingerprint
-from optarena.judge._seal import JudgeTamperedError, verify_judge
+from optarena.judge import JudgeTamperedError, verify_judge
 from optarena.ledger import (
     AgentInfo,
     Judgement,
