@@ -17,7 +17,7 @@ from typing import Any
 
 from optarena import __version__
 from optarena.agents._base import AgentRunner, RunContext
-from optarena.errors import OptarenaError
+from optarena.errors import MissingPrerequisiteError, OptarenaError
 from optarena.identity import hash_tree, sha256_bytes, tree_files
 from optarena.records import AgentLimits, AgentOutcome
 
@@ -44,7 +44,7 @@ class ReplayRunner(AgentRunner):
         if not self.source.exists():
             raise OptarenaError(f"replay source {self.source} does not exist")
         if self.source.is_file() and shutil.which("git") is None:
-            raise OptarenaError("replaying a patch needs 'git' on PATH")
+            raise MissingPrerequisiteError("replaying a patch needs 'git' on PATH")
 
     def run(self, context: RunContext, prompt: str, limits: AgentLimits) -> AgentOutcome:
         workspace, logs_dir = context.workspace, context.logs_dir

@@ -39,7 +39,7 @@ from optarena.agents import (
     run_metered,
     runner_ref,
 )
-from optarena.errors import OptarenaError
+from optarena.errors import MissingPrerequisiteError
 from optarena.identity import code_references, judge_sha256, runtime_fingerprint
 from optarena.judge import JudgeTamperedError, verify_judge
 from optarena.ledger import (
@@ -196,7 +196,7 @@ def run_trial(
     OptarenaError before anything is recorded; an interruption is recorded, then re-raised."""
     unmet = unmet_requirements(config.task.spec.requirements)
     if unmet:
-        raise OptarenaError(f"task {config.task.id} cannot run here: {'; '.join(unmet)}")
+        raise MissingPrerequisiteError(f"task {config.task.id} cannot run here: {'; '.join(unmet)}")
     code_references()  # the reference judging checks against, fixed before any agent runs
     runner = runner or create_runner(config.agent, config.agent_args)
     runner.check_available()
