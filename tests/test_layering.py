@@ -111,3 +111,26 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     }
     assert _cycle(graph) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b": ["x"]}, "b": {}}) is None
+
+
+def _public_type_names(path: Path) -> list[str]:
+    """Classes and type aliases (`Name = Literal[...]`) a module defines at top level."""
+    out = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef):
+            out.append(node.name)
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name[:1].isupper() and not name.isupper():
+                out.append(name)
+    return [n for n in out if not n.startswith("_")]
+
+
+def test_no_two_packages_define_the_same_type_name() -> None:
+    where: dict[str, set[str]] = defaultdict(set)
+    for path in sorted(ROOT.rglob("*.py")):
+        if "builtin" in path.relative_to(ROOT).parts:
+            continue
+        for name in _public_type_names(path):
+            where[name].add(_top(path))
+    assert {n: sorted(p) for n, p in where.items() if len(p) > 1} == {}

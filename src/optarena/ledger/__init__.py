@@ -41,7 +41,7 @@ from optarena.records import (
     TaskInfo,
     TrialRecord,
     TrialState,
-    Verdict,
+    TrialVerdict,
 )
 
 __all__ = [
@@ -60,7 +60,7 @@ __all__ = [
     "TreeManifest",
     "TrialRecord",
     "TrialState",
-    "Verdict",
+    "TrialVerdict",
     "default_home",
     "process_start_ticks",
     "resolve_home",

@@ -35,7 +35,7 @@ from optarena.records._trial import (
     TaskInfo,
     TrialRecord,
     TrialState,
-    Verdict,
+    TrialVerdict,
 )
 
 __all__ = [
@@ -57,8 +57,8 @@ __all__ = [
     "TrialPaths",
     "TrialRecord",
     "TrialState",
+    "TrialVerdict",
     "Usage",
-    "Verdict",
     "load_call",
     "load_judgement",
     "load_trial",

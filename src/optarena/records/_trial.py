@@ -18,7 +18,7 @@ from optarena.records._agent import AgentLimits, AgentStatus, Usage
 TRIAL_RECORD_VERSION = 1
 
 TrialState = Literal["running", "complete", "interrupted"]
-Verdict = Literal["accepted", "rejected"]
+TrialVerdict = Literal["accepted", "rejected"]
 ChangeKind = Literal["added", "modified", "deleted", "type_changed"]
 JudgementKind = Literal["trial", "rejudge"]
 
@@ -63,7 +63,7 @@ class Judgement(_Model):
     trial_id: str
     kind: JudgementKind
     created_at: str
-    verdict: Verdict
+    verdict: TrialVerdict
     reasons: list[str] = Field(default_factory=list)
     reason_codes: list[str] = Field(default_factory=list)
     metrics: dict[str, Any] | None = Field(default=None, description="null when rejected")
@@ -131,7 +131,7 @@ class TrialRecord(_Model):
     changed: list[ChangedFile] = Field(default_factory=list, description="every changed path")
     out_of_scope: list[str] = Field(default_factory=list, description="changed, not editable")
 
-    verdict: Verdict | None = None
+    verdict: TrialVerdict | None = None
     reasons: list[str] = Field(default_factory=list)
     reason_codes: list[str] = Field(default_factory=list)
     metrics: dict[str, Any] | None = None

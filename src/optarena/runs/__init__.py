@@ -2,15 +2,15 @@
 
 from optarena.runs._judging import OUT_OF_SCOPE, combine, judge_delivery
 from optarena.runs._rejudge import rejudge
-from optarena.runs._trial import Progress, TrialConfig, TrialHook, new_trial_id, run_trial
+from optarena.runs._trial import TrialConfig, TrialHook, TrialProgress, new_trial_id, run_trial
 from optarena.runs._workspace import Delivery, capture, check_workspace, init_repos, write_starter
 
 __all__ = [
     "OUT_OF_SCOPE",
     "Delivery",
-    "Progress",
     "TrialConfig",
     "TrialHook",
+    "TrialProgress",
     "capture",
     "check_workspace",
     "combine",

@@ -67,7 +67,7 @@ from optarena.runs._workspace import (
 from optarena.sandbox import AgentSandboxPolicy
 from optarena.tasks import Task, unmet_requirements
 
-Progress = Callable[[str, str, str], None]  # (phase, "start" | "end" | "info", message)
+TrialProgress = Callable[[str, str, str], None]  # (phase, "start" | "end" | "info", message)
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def new_trial_id() -> str:
 class _Phases:
     """Times the phases and reports them; remembers which one was running."""
 
-    def __init__(self, progress: Progress | None) -> None:
+    def __init__(self, progress: TrialProgress | None) -> None:
         self.times: dict[str, float] = {}
         self.current = "start"
         self._progress = progress
@@ -189,7 +189,7 @@ def run_trial(
     *,
     runner: AgentRunner | None = None,
     hooks: Sequence[TrialHook] = (),
-    progress: Progress | None = None,
+    progress: TrialProgress | None = None,
     judge_fn: JudgeFn | None = None,
 ) -> TrialRecord:
     """Run one trial and record it; returns the completed record. Bad input raises
