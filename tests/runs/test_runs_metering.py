@@ -4,7 +4,11 @@ like Claude Code's, and land in the ledger with the trial; its own usage file st
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 from optarena.agents import AgentLimits
 from optarena.fakemodel import USAGE, FakeModelServer, make_script
@@ -109,3 +113,44 @@ def test_meter_false_runs_a_command_without_a_proxy(
     rec = run_trial(config, ledger)
     assert rec.metered_usage is None  # not metered, which is not zero calls
     assert ledger.store.read_text(rec.artifacts["logs/stdout.log"]) == "[]\n"
+
+
+ONE_CALL_THEN_SLEEP = """python3 - <<'END'
+import json, os, urllib.request
+req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
+    data=json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 16,
+                     "messages": [{"role": "user", "content": "hi"}]}).encode(),
+    headers={"content-type": "application/json", "x-api-key": "k",
+             "anthropic-version": "2023-06-01"})
+urllib.request.urlopen(req, timeout=10).read()
+END
+touch "$OPTARENA_LOGS_DIR/called"
+sleep 300
+"""
+
+
+def test_kill_9_mid_trial_loses_no_metered_call(
+    tmp_path: Path, agent: Callable[[str], str]
+) -> None:
+    home = tmp_path / "ledger"
+    with FakeModelServer(make_script("hello")) as fake:
+        argv = [sys.executable, "-m", "optarena", "run", "--task", "rmsnorm", "--no-measure"]
+        argv += ["--command", agent(ONE_CALL_THEN_SLEEP), "--agent-arg", f"upstream={fake.url}"]
+        proc = subprocess.Popen([*argv, "--ledger", str(home)], stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 60
+            while not list((home / "work").glob("*/logs/called")):
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+                assert time.monotonic() < deadline, "the agent never made its call"
+                time.sleep(0.05)
+            proc.kill()
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert len(fake.served) == 1
+    with Ledger.open(home) as ledger:  # the reconcile after the crash
+        (record,) = ledger.trials()
+        assert record.state == "interrupted"
+        (call,) = ledger.calls(record.id)
+        assert (call.api, call.status, call.input_tokens) == ("anthropic", 200, USAGE["chat"].input)
