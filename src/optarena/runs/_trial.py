@@ -1,9 +1,12 @@
 """The trial lifecycle: fresh workspace -> agent -> delivery -> judge -> ledger.
 
 The ledger row is inserted as `running` before anything happens, and finished exactly once:
-`complete` in one transaction with everything, or `interrupted` (the start record plus the
-error) when anything stops the trial, including Ctrl-C and SIGTERM. A `kill -9` leaves the row
-`running` until the next `Ledger.open`, which finds its process gone and marks it interrupted.
+`complete` in one transaction with everything (record, judgement, artifact references, the
+metered model calls), or `interrupted` (the start record plus the error, and the calls the
+proxy logged so far) when anything stops the trial, including Ctrl-C and SIGTERM. A `kill -9`
+leaves the row `running` until the next `Ledger.open`, which finds its process gone and marks
+it interrupted. Every runner's model calls are metered (`optarena.agents.run_metered`); the
+trial's files follow one documented layout (`optarena.records.TrialPaths`).
 The agent's status and the judge's verdict are separate: a timed-out or crashed agent's
 delivered files are judged like any other.
 
