@@ -89,6 +89,13 @@ def test_records_import_no_behaviour() -> None:
     assert set(_graph()["records"]) <= {"errors"}
 
 
+# Deliberate exceptions, each with its reason.
+PRIVATE_IMPORTS_ALLOWED = {
+    # the relay runs inside the agent sandbox: `optarena.mcp` would import the MCP SDK
+    ("cli/_mcp.py", "optarena.mcp._host"),
+}
+
+
 def test_no_package_imports_another_ones_private_modules() -> None:
     offenders = []
     for path in sorted(ROOT.rglob("*.py")):
@@ -98,7 +105,8 @@ def test_no_package_imports_another_ones_private_modules() -> None:
         for module in _imports(path):
             parts = module.split(".")
             private = any(p.startswith("_") and p != "__init__" for p in parts[2:])
-            if len(parts) > 2 and parts[1] != src and private:
+            allowed = (str(path.relative_to(ROOT)), module) in PRIVATE_IMPORTS_ALLOWED
+            if len(parts) > 2 and parts[1] != src and private and not allowed:
                 offenders.append(f"{path.relative_to(ROOT)}: {module}")
     assert offenders == []
 

@@ -9,7 +9,16 @@ import sys
 
 # The modules that register commands on `app` when imported, named here rather than found by
 # scanning the package, so a command module is registered on purpose (in `--help` order).
-from optarena.cli import _compare, _experiments, _judge, _mcp, _proxy, _tasks, _trials  # noqa: F401
+from optarena.cli import (  # noqa: F401
+    _compare,
+    _experiments,
+    _external,
+    _judge,
+    _mcp,
+    _proxy,
+    _tasks,
+    _trials,
+)
 from optarena.cli._app import app, console, err_console
 from optarena.errors import OptarenaError
 

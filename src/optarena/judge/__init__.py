@@ -2,6 +2,7 @@
 then speed, paired against the baseline (or any other candidate) with an A/A control."""
 
 from optarena.judge._compare import CompareResult, aa_control, compare
+from optarena.judge._external import judge_external
 from optarena.judge._judge import JudgeOptions, judge, new_seed
 from optarena.judge._metrics import AAControl, Comparison, Metrics
 from optarena.judge._result import JUDGE_SCHEMA_VERSION, Check, JudgeResult
@@ -20,6 +21,7 @@ __all__ = [
     "aa_control",
     "compare",
     "judge",
+    "judge_external",
     "new_seed",
     "verify_judge",
 ]
