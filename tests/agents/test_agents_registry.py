@@ -58,7 +58,7 @@ def test_module_class_reference_and_agent_args() -> None:
     ref = f"{__name__}:EchoRunner"
     runner = create_runner(ref, {"greeting": "hello"})
     assert isinstance(runner, EchoRunner) and runner.greeting == "hello"
-    with pytest.raises(OptarenaError, match="bad --agent-arg"):
+    with pytest.raises(OptarenaError, match=r"unknown --agent-arg colour \(known: greeting"):
         create_runner(ref, {"colour": "red"})
 
 

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+import optarena
 from optarena.cli import main
+from optarena.cli._render import brief
 from optarena.tasks import BUILTIN_DIR
 
 
@@ -108,3 +114,108 @@ def test_qualify_cli() -> None:
     proc = run_cli("task", "qualify", "softmax")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "qualified" in proc.stdout
+    if "no interval" in proc.stdout:  # an A/A without an interval is not evidence of quiet
+        assert "says nothing about the noise" in " ".join(proc.stdout.split())
+
+
+def test_an_interrupt_says_what_was_recorded() -> None:
+    """Ctrl-C of a command that records nothing: exit 130 and a line saying so, no traceback."""
+    optimized = BUILTIN_DIR / "rmsnorm" / "controls" / "optimized"
+    argv = [sys.executable, "-m", "optarena", "judge", "rmsnorm", str(optimized)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)  # importing, then judging (a full judgement takes far longer)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "interrupted: nothing was recorded" in err
+    assert "Traceback" not in out + err
+
+
+def _task_copy(tmp_path: Path, old: str, new: str) -> Path:
+    """rmsnorm's package with one edit to its task.toml."""
+    root = tmp_path / "task"
+    shutil.copytree(BUILTIN_DIR / "rmsnorm", root)
+    toml = root / "task.toml"
+    text = toml.read_text()
+    assert old in text
+    toml.write_text(text.replace(old, new, 1))
+    return root
+
+
+def test_bad_input_anywhere_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    (tmp_path / "L" / "ledger.db").mkdir(parents=True)  # a database that cannot be opened
+    optimized = str(BUILTIN_DIR / "rmsnorm" / "controls" / "optimized")
+    big = _task_copy(tmp_path / "big", "shape = [16, 4096]", 'shape = "big"')
+    bogus = _task_copy(tmp_path / "bogus", 'reason = "stale_output"', 'reason = "nope"')
+    led = ["--ledger", str(tmp_path / "ok")]
+    cases = [
+        (["trials", "--ledger", str(a_file)], f"{a_file}: exists and is not a directory"),
+        (["trials", "--ledger", str(tmp_path / "L")], str(tmp_path / "L")),
+        (["judge", "rmsnorm", optimized, "--seed", "-5"], "'--seed'"),
+        (["judge", str(big), optimized], "field 'workloads.0.params': workload 'decode'"),
+        (["task", "show", str(bogus)], "unknown reason code 'nope'"),
+        (["trials", "--verdict", "bogus", *led], "--verdict 'bogus': expected one of accepted"),
+        (["trials", "--status", "bogus", *led], "--status 'bogus': expected one of completed"),
+        (["run", "--task", "rmsnorm", "--agent", "replay", *led], "needs --agent-arg source="),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        captured = capsys.readouterr()
+        err = " ".join((captured.err + captured.out).split())
+        assert message in err, (argv, err)
+        assert "Traceback" not in err and "__init__()" not in err
+
+
+def test_an_import_failure_shows_the_candidates_end_of_the_traceback(tmp_path: Path) -> None:
+    (tmp_path / "solution.py").write_text("def rmsnorm(x, weight, *, eps)\n    return x\n")
+    proc = run_cli("judge", "rmsnorm", str(tmp_path))
+    assert proc.returncode == 1
+    assert "import_failed" in proc.stdout and "SyntaxError: expected ':'" in proc.stdout
+    assert "solution.py" in proc.stdout
+    assert "_loop.py" not in proc.stdout and "<frozen" not in proc.stdout  # the judge's frames
+
+
+def test_brief_keeps_the_end_of_a_traceback_without_the_judges_frames() -> None:
+    own = Path(optarena.__file__).resolve().parent / "judge" / "worker" / "_loop.py"
+    tb = (
+        "import_failed: Traceback (most recent call last):\n"
+        f'  File "{own}", line 103, in op_load\n'
+        "    spec.loader.exec_module(module)\n"
+        '  File "<frozen importlib._bootstrap_external>", line 936, in exec_module\n'
+        '  File "/w/cand/solution.py", line 3, in <module>\n'
+        "    import helper\n"
+        '  File "/w/cand/helper.py", line 1\n'
+        "    x = (\n"
+        "        ^\n"
+        "SyntaxError: '(' was never closed\n"
+    )
+    out = brief(tb, 400)
+    assert out.startswith("import_failed: ")
+    assert out.endswith("SyntaxError: '(' was never closed")
+    assert "solution.py" in out and "helper.py" in out
+    assert "op_load" not in out and "<frozen" not in out
+    short = brief(tb + "x" * 500, 200)  # too long: the end stays, the start goes
+    assert short.startswith("import_failed: ...") and short.endswith("x" * 50)
+    assert brief("plain detail") == "plain detail"
+
+
+def test_version_and_help_wrapped_to_the_terminal() -> None:
+    assert run_cli("--version").stdout.strip() == f"optarena {optarena.__version__}"
+    env = {**os.environ, "COLUMNS": "80"}
+    argv = [sys.executable, "-m", "optarena", "--help"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env).stdout
+    # the docstrings' own line breaks are gone: no sentence broken before its last word
+    assert "accepted, 1 rejected, 2 bad input." in out, out
+    assert "reference candidate and of a wrong control" in out, out
+    assert not [line for line in out.splitlines() if line.strip(" │") == "input."]
+
+
+def test_trials_json_lists_nothing_as_an_empty_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["trials", "--json", "--ledger", str(tmp_path / "L")]) == 0
+    assert json.loads(capsys.readouterr().out) == []

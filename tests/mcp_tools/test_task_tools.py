@@ -171,15 +171,16 @@ def test_redact_drops_oracle_values_only() -> None:
     assert redact("got nan, expected -inf") == "got nan"
 
 
+@pytest.mark.parametrize("tcp", [False, True], ids=["unix-socket", "loopback-port"])
 def test_a_contained_agent_reaches_the_tools_through_the_relay(
-    small_task: Task, tmp_path: Path
+    small_task: Task, tmp_path: Path, tcp: bool
 ) -> None:
     """The agent's side runs only the relay; the server (and its telemetry) is the host's."""
     from optarena.mcp import ToolsHost
 
     ws = _workspace(small_task, tmp_path / "ws", WRONG)
     log = tmp_path / "outside" / "calls.jsonl"
-    with ToolsHost(str(small_task.root), ws, log, max_budget_s=5.0) as host:
+    with ToolsHost(str(small_task.root), ws, log, max_budget_s=5.0, tcp=tcp) as host:
         argv = host.argv()
         params = StdioServerParameters(command=argv[0], args=argv[1:])
 

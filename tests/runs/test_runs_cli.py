@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,7 +54,7 @@ def test_a_rejected_run_exits_1(
     tmp_path: Path, capsys: Capsys, agent: Callable[[str], str]
 ) -> None:
     led = str(tmp_path / "L")
-    command = agent("echo oops > notes.txt")
+    command = agent("echo oops >> TASK.md")
     assert (
         main(["run", "--task", "rmsnorm", "--command", command, "--no-measure", "--ledger", led])
         == 1
@@ -87,6 +92,23 @@ def test_unknown_task_and_trial(tmp_path: Path, capsys: Capsys) -> None:
 
 
 @pytest.mark.slow
+def test_demo_by_default_writes_a_new_ledger_of_its_own_and_says_where(
+    tmp_path: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    users = tmp_path / "users-ledger"
+    monkeypatch.setenv("OPTARENA_LEDGER", str(users))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert main(["demo", "--budget-s", "0.5"]) == 0
+    captured = capsys.readouterr()
+    (demo,) = tmp_path.glob("optarena-demo-*")
+    assert f"demo ledger: {demo}" in " ".join(captured.err.split())
+    assert str(demo / "ledger.db") in captured.out.replace("\n", "")
+    assert not users.exists()  # the user's ledger is untouched
+    with Ledger(demo) as ledger:
+        assert len(ledger.trials()) == 2
+
+
+@pytest.mark.slow
 def test_demo_records_two_replay_trials(tmp_path: Path, capsys: Capsys) -> None:
     led = tmp_path / "L"
     assert main(["demo", "--ledger", str(led), "--budget-s", "1"]) == 0
@@ -120,3 +142,54 @@ def test_no_agent_sandbox_warns_records_and_shows(
     assert main(["trial", "show", contained["id"], "--ledger", led]) == 0
     out = capsys.readouterr().out
     assert "contained  user " in out and "teardown" in out
+
+
+SPEED = re.compile(
+    r"speed: \d+\.\d\dx baseline \([+-]\d+%\), (interval \d+\.\d\d\.\.\d+\.\d\d|no interval), "
+    r"(improved|regressed|no_difference|inconclusive)"
+)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """A real `optarena` process on an 80-column terminal."""
+    env = {**os.environ, "COLUMNS": "80"}
+    argv = [sys.executable, "-m", "optarena", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_the_speed_result_is_shown_wherever_a_trial_is(
+    tmp_path: Path, control: Callable[[str], Path]
+) -> None:
+    led = str(tmp_path / "L")
+    source = f"source={control('optimized')}"
+    run = _cli("run", "--task", "rmsnorm", "--agent", "replay", "--agent-arg", source,
+               "--budget-s", "1", "--label", "cond=a", "--ledger", led)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert SPEED.search(run.stdout), run.stdout
+    wrong = f"source={control('missing-eps')}"
+    bad = _cli("run", "--task", "rmsnorm", "--agent", "replay", "--agent-arg", wrong,
+               "--ledger", led)  # fmt: skip
+    assert bad.returncode == 1 and "speed: none (rejected)" in bad.stdout
+    with Ledger(Path(led)) as ledger:
+        accepted, rejected = sorted(ledger.trials(), key=lambda r: r.verdict or "")
+
+    shown = _cli("trial", "show", accepted.id[:4], "--ledger", led)
+    assert SPEED.search(shown.stdout.replace("speed      ", "speed: ")), shown.stdout
+    assert "time b/a" in shown.stdout and "stopped:" in shown.stdout  # the comparison table
+    assert "overall (H-L)" in shown.stdout and "geometric mean  " not in shown.stdout
+    if accepted.metrics and accepted.metrics["overall"]["verdict"] == "inconclusive":
+        assert "inconclusive: " in shown.stdout  # and why
+    assert "metrics " not in shown.stdout  # no raw key: value dump
+
+    listed = _cli("trials", "--ledger", led)
+    ratio = accepted.metrics["overall"]["ratio"] if accepted.metrics else None
+    assert ratio is not None and f"{ratio:.2f}x" in listed.stdout
+    assert "cond=a" in listed.stdout and accepted.created_at[5:10] in listed.stdout
+    lines = listed.stdout.splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines), listed.stdout
+    # cells wrap between words, never inside one
+    words = {w.strip(",") for line in lines for w in line.split()}
+    assert {"out_of_tolerance", "non_finite", rejected.id, accepted.id} <= words, listed.stdout
+
+    again = _cli("trial", "rejudge", accepted.id, "--budget-s", "1", "--ledger", led)
+    assert again.returncode == 0 and SPEED.search(again.stdout), again.stdout

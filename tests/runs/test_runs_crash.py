@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,9 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from optarena.agents import AgentOutcome
+from optarena.agents.command import CommandRunner
+from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
 from optarena.ledger import Ledger, TrialRecord
-from optarena.runs import TrialConfig, run_trial
+from optarena.runs import TrialConfig, TrialInterrupted, rejudge, run_trial
 from optarena.tasks import Task
 
 
@@ -29,21 +33,78 @@ def _assert_interrupted(record: TrialRecord, during: str) -> None:
 
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt(), RuntimeError("judge blew up")])
-def test_a_failure_while_judging_marks_the_row_interrupted(
-    ledger: Ledger, rmsnorm: Task, exc: BaseException
+def test_a_failure_while_judging_keeps_the_delivery_and_marks_the_row_interrupted(
+    ledger: Ledger, rmsnorm: Task, control: Callable[[str], Path], exc: BaseException
 ) -> None:
     def exploding_judge(task: Task, cand: Path, options: JudgeOptions) -> JudgeResult:
         raise exc
 
-    config = TrialConfig(task=rmsnorm, agent="command", agent_args={"command": "true"})
-    with pytest.raises(type(exc)):
+    source = control("optimized")
+    config = TrialConfig(task=rmsnorm, agent="replay", agent_args={"source": str(source)})
+    with pytest.raises(type(exc)) as raised:
         run_trial(config, ledger, judge_fn=exploding_judge)
     (record,) = ledger.trials()
-    _assert_interrupted(record, "judge")
-    assert type(exc).__name__ in (record.error or "")
+    assert record.state == "interrupted" and record.finished_at is not None
+    assert (record.error or "").startswith(f"during judge: {type(exc).__name__}")
+    assert record.verdict is None and record.metrics is None  # no result is presented
     assert ledger.judgements(record.id) == []
-    rows = ledger._conn.execute("SELECT COUNT(*) FROM trial_artifacts").fetchone()[0]
-    assert rows == 0
+    # ... but nothing the agent delivered is lost: candidate, diff, outcome, agent phase
+    assert record.agent_status == "completed" and record.agent_wall_s is not None
+    assert {"candidate", "diff", "outcome"} <= set(record.artifacts)
+    assert [c.path for c in record.changed] == ["solution.py"]
+    assert set(record.phases_s) == {"setup", "agent", "capture"}
+    rows = ledger._conn.execute("SELECT name, sha256 FROM trial_artifacts").fetchall()
+    assert {r["name"]: r["sha256"] for r in rows} == record.artifacts
+    assert b"solution.py" in ledger.store.read_bytes(record.artifacts["diff"])
+    if isinstance(exc, KeyboardInterrupt):
+        assert isinstance(raised.value, TrialInterrupted)
+        assert raised.value.trial_id == record.id and "candidate" in raised.value.kept
+    # and it can be judged afterwards
+    _, judgement, _ = rejudge(ledger, record.id, measure=False)
+    assert judgement.verdict == "accepted"
+
+
+def test_an_interrupted_agent_leaves_its_files_kept_and_judgeable(
+    ledger: Ledger, rmsnorm: Task, control: Callable[[str], Path]
+) -> None:
+    optimized = (control("optimized") / "solution.py").read_bytes()
+
+    class Stopped(CommandRunner):
+        def run(self, workspace: Path, *args: object, **kw: object) -> AgentOutcome:
+            (workspace / "solution.py").write_bytes(optimized)
+            raise KeyboardInterrupt  # Ctrl-C while the agent works
+
+    config = TrialConfig(task=rmsnorm, agent="command", agent_args={"command": "true"})
+    with pytest.raises(TrialInterrupted) as raised:
+        run_trial(config, ledger, runner=Stopped(command="true"))
+    (record,) = ledger.trials()
+    assert record.state == "interrupted" and (record.error or "").startswith("during agent:")
+    assert record.verdict is None and record.agent_status is None  # it did not end by itself
+    assert record.agent_detail == "stopped by Ctrl-C or SIGTERM"
+    assert {"candidate", "diff", "outcome"} <= set(record.artifacts)
+    assert [c.path for c in record.changed] == ["solution.py"]
+    assert raised.value.delivered
+    _, judgement, _ = rejudge(ledger, record.id, measure=False)
+    assert judgement.verdict == "accepted"
+
+
+def test_when_nothing_can_be_captured_the_row_keeps_the_start_record_only(
+    ledger: Ledger, rmsnorm: Task
+) -> None:
+    class Wrecking(CommandRunner):
+        def run(self, *args: object, **kw: object) -> AgentOutcome:
+            assert self.context is not None
+            shutil.rmtree(self.context.logs_dir.parent / "shadow.git")  # capture cannot work
+            raise KeyboardInterrupt
+
+    config = TrialConfig(task=rmsnorm, agent="command", agent_args={"command": "true"})
+    with pytest.raises(TrialInterrupted) as raised:
+        run_trial(config, ledger, runner=Wrecking(command="true"))
+    (record,) = ledger.trials()
+    _assert_interrupted(record, "agent")
+    assert "start record only" in raised.value.kept and not raised.value.delivered
+    with pytest.raises(OptarenaError, match="interrupted before delivery"):
+        rejudge(ledger, record.id)
 
 
 def _start_cli_trial(
@@ -102,6 +163,12 @@ def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
     try:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 130
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        # not silent: what was recorded, where, and what to do next
+        assert "interrupted: trial " in err and "recorded as interrupted (during agent" in err
+        assert str(tmp_path / "ledger" / "ledger.db") in err.replace("\n", "")
+        assert "it keeps the delivery" in err and "optarena trial rejudge" in err
+        assert "Traceback" not in err
         assert _wait_dead(agent_pid)
         assert _wait_dead(daemon_pid)  # detached, in its own session: ended all the same
     finally:
@@ -110,8 +177,9 @@ def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
                 os.kill(pid, signal.SIGKILL)
     with Ledger(tmp_path / "ledger") as ledger:
         (record,) = ledger.trials()
-        _assert_interrupted(record, "agent")
-        assert "KeyboardInterrupt" in (record.error or "")
+        assert record.state == "interrupted" and record.verdict is None
+        assert (record.error or "").startswith("during agent: KeyboardInterrupt")
+        assert {"candidate", "diff", "logs/stdout.log"} <= set(record.artifacts)  # kept
 
 
 def test_kill_9_leaves_running_until_the_next_open_marks_it_interrupted_and_kills_leftovers(

@@ -82,9 +82,9 @@ def test_rejudge_keeps_an_out_of_scope_trial_rejected(
     src = tmp_path / "cand"
     src.mkdir()
     (src / "solution.py").write_bytes((control("optimized") / "solution.py").read_bytes())
-    (src / "extra.py").write_text("x = 1\n")
+    (src / "TASK.md").write_text("the rules changed\n")  # a tracked file outside the scope
     rec = _recorded(ledger, rmsnorm, src)
-    assert rec.out_of_scope == ["extra.py"]
+    assert rec.out_of_scope == ["TASK.md"]
     _, judgement, _ = rejudge(ledger, rec.id, measure=True)
     assert judgement.verdict == "rejected" and judgement.reason_codes == ["out_of_scope"]
     assert judgement.metrics is None
@@ -111,5 +111,9 @@ def test_rejudge_notes_a_changed_task_and_refuses_unfinished_trials(
     with pytest.raises(KeyboardInterrupt):
         run_trial(config, ledger, judge_fn=interrupt)
     broken = ledger.trials(status="interrupted")[0]
-    with pytest.raises(OptarenaError, match="interrupted: no delivered candidate"):
-        rejudge(ledger, broken.id)
+    _, again, _ = rejudge(ledger, broken.id, measure=False)  # its delivery was kept
+    assert again.verdict == "accepted" and again.kind == "rejudge"
+    running = broken.model_copy(update={"id": "0123456789", "state": "running"})
+    ledger.begin_trial(running)
+    with pytest.raises(OptarenaError, match="still running: no delivered candidate"):
+        rejudge(ledger, running.id)

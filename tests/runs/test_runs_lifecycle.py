@@ -66,7 +66,7 @@ def test_an_edit_outside_scope_rejects_even_when_hidden_from_the_agents_git(
     )
     rec = trial(agent(body))
     assert rec.verdict == "rejected" and rec.reason_codes[0] == "out_of_scope"
-    assert rec.out_of_scope == ["TASK.md", "tools/bench.py"]
+    assert rec.out_of_scope == ["TASK.md"]  # the new tools/bench.py is only listed, ignored
     assert "TASK.md" in rec.reasons[0] and rec.metrics is None
     assert {c.path: c.change for c in rec.changed}["tools/bench.py"] == "added"
     assert "ignore the rules" in ledger.store.read_text(rec.artifacts["diff"])
@@ -148,3 +148,31 @@ def test_labels_limits_and_identity_are_recorded(trial: Trial, agent: Agent, rms
     assert rec.agent.runner == "optarena.agents.command:CommandRunner"
     assert rec.agent.flags["command"].startswith("sh ")
     assert rec.pid == os.getpid() and rec.finished_at is not None
+
+
+def test_new_scratch_files_outside_scope_are_listed_ignored_and_not_judged(
+    trial: Trial, agent: Agent, control: Callable[[str], Path]
+) -> None:
+    body = (
+        f"cp {control('optimized')}/solution.py solution.py\n"
+        "mkdir -p scratch && echo 'import solution' > scratch/bench.py\n"
+        "echo 'tried blocking; slower' > NOTES.md\n"
+        "echo 'raise SystemExit(3)' > numpy.py\n"  # would break the judge if it were judged
+    )
+    rec = trial(agent(body))
+    assert rec.verdict == "accepted" and rec.reason_codes == [] and rec.out_of_scope == []
+    kinds = {c.path: (c.change, c.in_scope) for c in rec.changed}
+    assert kinds == {
+        "solution.py": ("modified", True),
+        "scratch/bench.py": ("added", False),
+        "NOTES.md": ("added", False),
+        "numpy.py": ("added", False),
+    }
+
+
+def test_deleting_a_tracked_file_outside_scope_is_still_out_of_scope(
+    trial: Trial, agent: Agent
+) -> None:
+    rec = trial(agent("rm TASK.md"))
+    assert rec.verdict == "rejected" and rec.reason_codes == ["out_of_scope"]
+    assert rec.out_of_scope == ["TASK.md"]

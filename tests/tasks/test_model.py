@@ -3,13 +3,20 @@ the file, the field and what was expected."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 from optarena.errors import SpecError, UnknownNameError
-from optarena.tasks import BUILTIN_DIR, builtin_task_ids, load_task, resolve_task
+from optarena.tasks import (
+    BUILTIN_DIR,
+    REASON_CODES,
+    builtin_task_ids,
+    load_task,
+    resolve_task,
+)
 
 
 def test_builtins_load() -> None:
@@ -162,3 +169,24 @@ def test_unmet_requirements_are_named() -> None:
     assert "python >=99 required" in problems[0]
     assert "numpy>=999 required" in problems[1]
     assert "no-such-pkg-xyz" in problems[2] and "not installed" in problems[2]
+
+
+def test_the_reason_codes_a_control_may_expect_are_the_ones_the_judge_gives() -> None:
+    """README's list, every code the judge's checks emit, and `REASON_CODES` agree."""
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    section = readme[readme.index("Reason codes, each") : readme.index("## What the judge")]
+    documented = set(re.findall(r"`([a-z_]+)`", section))
+    judge_src = " ".join(p.read_text() for p in (root / "src/optarena/judge").rglob("*.py"))
+    emitted = set(re.findall(r'fail\(\s*"[a-z_]+",\s*"([a-z_]+)"', judge_src))
+    assert emitted and emitted <= REASON_CODES
+    assert documented | {"out_of_scope"} == REASON_CODES
+
+
+def test_a_control_expecting_an_unknown_reason_code_is_refused_at_load(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    shutil.copytree(BUILTIN_DIR / "rmsnorm", root)
+    toml = root / "task.toml"
+    toml.write_text(toml.read_text().replace('reason = "stale_output"', 'reason = "stale"'))
+    with pytest.raises(SpecError, match=r"controls\.\d+.*unknown reason code 'stale'"):
+        load_task(root)

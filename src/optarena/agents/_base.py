@@ -124,7 +124,7 @@ class AgentRunner(ABC):
         try:
             return cls(**dict(args))
         except TypeError as e:
-            raise OptarenaError(f"agent '{cls.name}': bad --agent-arg ({e})") from None
+            raise OptarenaError(f"agent '{cls.name}': {_arg_problem(cls, args, e)}") from None
 
     @property
     def label(self) -> str:
@@ -158,3 +158,22 @@ class AgentRunner(ABC):
     def run(self, context: RunContext, prompt: str, limits: AgentLimits) -> AgentOutcome:
         """Work in `context.workspace` on `prompt`; write logs under `context.logs_dir`; never
         raise for the agent's own failures (they are an outcome), only for bad configuration."""
+
+
+def _arg_problem(cls: type, args: Mapping[str, str], error: TypeError) -> str:
+    """What is wrong with `--agent-arg`s, in the CLI's words (not the constructor's)."""
+    import inspect
+
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return f"bad --agent-arg ({error})"
+    named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    missing = [p.name for p in named if p.default is p.empty and p.name not in args]
+    if missing:
+        return "needs " + ", ".join(f"--agent-arg {m}=..." for m in missing)
+    unknown = sorted(set(args) - {p.name for p in named})
+    if unknown and not any(p.kind == p.VAR_KEYWORD for p in params):
+        known = ", ".join(p.name for p in named) or "none"
+        return f"unknown --agent-arg {', '.join(unknown)} (known: {known})"
+    return f"bad --agent-arg ({error})"

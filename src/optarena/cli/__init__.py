@@ -5,6 +5,7 @@ Every `OptarenaError` becomes one line on stderr and exit code 2, never a traceb
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 
 # The modules that register commands on `app` when imported, named here rather than found by
@@ -19,11 +20,14 @@ from optarena.cli import (  # noqa: F401
     _tasks,
     _trials,
 )
-from optarena.cli._app import app, console, err_console
+from optarena.cli._app import app, console, err_console, interrupt_reported, unwrap_all_help
 from optarena.errors import OptarenaError
+
+unwrap_all_help(app)
 
 
 def main(argv: list[str] | None = None) -> int:
+    interrupt_reported()  # a fresh flag per call (tests call main repeatedly)
     try:
         rv = app(args=argv, prog_name="optarena", standalone_mode=False)
     except OptarenaError as e:
@@ -35,21 +39,31 @@ def main(argv: list[str] | None = None) -> int:
         e.show()  # type: ignore[attr-defined]
         return 2
     except KeyboardInterrupt:
-        err_console.print("interrupted")
-        return 130
+        rv = 130
+    except sqlite3.Error as e:  # e.g. a read-only ledger directory, found on the first write
+        err_console.print(f"[bold red]error:[/] ledger database: {e}", highlight=False)
+        return 2
+    except PermissionError as e:
+        err_console.print(f"[bold red]error:[/] {e.strerror}: {e.filename}", highlight=False)
+        return 2
+    if rv == 130 and not interrupt_reported():
+        # Typer turns Ctrl-C into exit 130 silently; commands that record say what they did
+        err_console.print("[bold yellow]interrupted:[/] nothing was recorded", highlight=False)
     return rv if isinstance(rv, int) else 0
 
 
 def _click_exceptions() -> tuple[type[BaseException], ...]:
-    """Click's usage errors: a separate package for older Typer, vendored from Typer 0.29 on."""
+    """Click's usage errors: a separate package for older Typer, vendored from Typer 0.29 on
+    (both when a separate click is installed beside a vendoring Typer)."""
     import importlib
 
+    found: list[type[BaseException]] = []
     for name in ("click.exceptions", "typer._click.exceptions"):
         try:
-            return (importlib.import_module(name).ClickException,)
+            found.append(importlib.import_module(name).ClickException)
         except ImportError:
             continue
-    return ()
+    return tuple(found)
 
 
 def entry() -> None:

@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from optarena.cli._app import app, console, err_console
+from optarena.cli._render import brief
 from optarena.cli._speed_view import comparison_view, progress_bar
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, compare
@@ -32,10 +34,13 @@ def compare_cmd(
     min_effect: EffectOpt = None,
     aa: Annotated[bool, typer.Option("--aa", help="also run the baseline's A/A control")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
-    seed: Annotated[int | None, typer.Option(help="replay a comparison's seed")] = None,
+    seed: Annotated[
+        int | None, typer.Option(min=0, max=2**63 - 1, help="replay a comparison's seed")
+    ] = None,
 ) -> None:
     """Time B against A (ratio B/A): exit 0 when measured, 1 when either is wrong, 2 bad input."""
     t = resolve_task(task)
+    t.check_workloads()
     for d in (a_dir, b_dir):
         if not d.is_dir():
             raise OptarenaError(f"candidate directory '{d}' does not exist")
@@ -50,7 +55,7 @@ def compare_cmd(
         for name, ref in (("A", result.a), ("B", result.b)):
             console.print(f"{name}: {ref.path} ({ref.sha256[:12]}) {ref.verdict}")
             for reason in ref.reasons[:5]:
-                console.print(f"  [red]-[/] {reason[:300]}")
+                console.print(f"  [red]-[/] {escape(brief(reason, 300))}")
         if result.failure:
             console.print(f"[red]not measured:[/] {result.failure[:400]}")
         if result.comparison is not None:

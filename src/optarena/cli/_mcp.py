@@ -39,13 +39,19 @@ def serve_cmd(
 
 @mcp_app.command("relay")
 def relay_cmd(
-    socket_path: Annotated[Path, typer.Option("--socket", help="the tools host's Unix socket")],
+    socket_path: Annotated[
+        Path | None, typer.Option("--socket", help="the tools host's Unix socket")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="the tools host's port on 127.0.0.1")] = None,
 ) -> None:
     """Relay stdio to optarena's task-tools host (what a contained agent runs as its MCP
     server: the real server runs outside the agent's reach)."""
     from optarena.mcp._host import relay
 
+    if (socket_path is None) == (port is None):
+        raise OptarenaError("give exactly one of --socket PATH or --port N")
     try:
-        relay(socket_path)
+        relay(socket_path, port)
     except OSError as e:
-        raise OptarenaError(f"--socket {socket_path}: cannot reach the tools host: {e}") from None
+        where = socket_path or f"127.0.0.1:{port}"
+        raise OptarenaError(f"cannot reach the tools host at {where}: {e}") from None

@@ -2,11 +2,40 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Group, RenderableType
+from rich.markup import escape
 from rich.table import Table
 
+import optarena
 from optarena.judge import JudgeResult
 from optarena.tasks import Task
+
+_TRACEBACK = "Traceback (most recent call last):"
+_OWN_FILES = str(Path(optarena.__file__).resolve().parent)
+
+
+def brief(text: str, limit: int = 400) -> str:
+    """A detail cut to about `limit` characters. A traceback keeps its end (the exception and
+    the frames nearest it) and loses optarena's own and frozen importlib frames, which say
+    nothing about the candidate."""
+    head, found, tb = text.partition(_TRACEBACK)
+    if not found:
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+    kept: list[str] = []
+    skipping = False
+    for line in tb.strip("\n").splitlines():
+        if line.startswith('  File "'):
+            where = line[len('  File "') :]
+            skipping = where.startswith((_OWN_FILES, "<frozen"))
+        elif not line.startswith("    "):
+            skipping = False  # the exception line(s)
+        if not skipping:
+            kept.append(line)
+    body = "\n".join(kept)
+    room = max(limit - len(head), 80)
+    return head + (body if len(body) <= room else "..." + body[-(room - 3) :])
 
 
 def verdict_markup(verdict: str) -> str:
@@ -23,7 +52,7 @@ def judge_summary(result: JudgeResult, title: str | None = None) -> RenderableTy
     table.add_column("detail", overflow="fold")
     failed = [c for c in result.checks if not c.passed]
     for c in failed:
-        table.add_row(c.name, c.workload or "-", f"[red]{c.code}[/]", c.detail[:300])
+        table.add_row(c.name, c.workload or "-", f"[red]{c.code}[/]", escape(brief(c.detail)))
     passed = len(result.checks) - len(failed)
     line = (
         f"verdict {verdict_markup(result.verdict)}; {passed}/{len(result.checks)} checks passed; "

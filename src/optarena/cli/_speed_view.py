@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -35,8 +36,116 @@ def _ratio(summary: dict[str, Any]) -> str:
     return f"{summary['ratio']:.3f}{span}"
 
 
+def speed_text(metrics: dict[str, Any] | None, verdict: str | None = None) -> str:
+    """The speed result in a few words: `0.80x baseline (-20%), interval 0.75..0.88, improved`
+    (time of the candidate over the baseline's); why there is none when there is none."""
+    if not metrics:
+        return "none (rejected)" if verdict == "rejected" else "not measured"
+    o = metrics.get("overall") or {}
+    ratio, ci = o.get("ratio"), o.get("ratio_ci")
+    if ratio is None:
+        return f"no estimate, {o.get('verdict', '?')}"
+    span = f"interval {ci[0]:.2f}..{ci[1]:.2f}" if ci else "no interval"
+    return f"{ratio:.2f}x baseline ({ratio - 1:+.0%}), {span}, {o.get('verdict', '?')}"
+
+
+def speed_markup(metrics: dict[str, Any] | None, verdict: str | None = None) -> str:
+    """`speed_text` with its verdict coloured."""
+    text = escape(speed_text(metrics, verdict))
+    v = ((metrics or {}).get("overall") or {}).get("verdict")
+    if v and text.endswith(v):
+        text = text[: -len(v)] + _verdict(v)
+    return text
+
+
+def result_cell(metrics: dict[str, Any] | None, verdict: str | None, codes: list[str]) -> str:
+    """A table cell: the reason codes of a rejection, else the speed ratio and its verdict."""
+    if verdict == "rejected" or codes:
+        return escape(", ".join(codes)) or "-"
+    if verdict is None:
+        return "-"
+    o = (metrics or {}).get("overall") or {}
+    if not metrics:
+        return "not measured"
+    ratio = o.get("ratio")
+    if ratio is None:
+        return _verdict(o.get("verdict", "?"))
+    return f"{ratio:.2f}x ({ratio - 1:+.0%}) {_verdict(o.get('verdict', '?'))}"
+
+
 def _verdict(v: str) -> str:
     return f"[bold {VERDICT_COLORS.get(v, 'white')}]{v}[/]"
+
+
+OVERALL_LABEL = "overall (H-L)"
+OVERALL_NOTE = (
+    "overall (H-L): the Hodges-Lehmann estimate over process pairs of each pair's mean "
+    "log-ratio across workloads, with its interval; not a geometric mean of the workload "
+    "rows, so it can lie outside all of them"
+)
+
+
+def why_inconclusive(c: dict[str, Any]) -> list[str]:
+    """What limited an inconclusive comparison (too few pairs, noise against the minimum
+    effect, the budget) and what would help; nothing for a decided one."""
+    o, p, stop = c["overall"], c["protocol"], c["stop"]
+    if o["verdict"] != "inconclusive":
+        return []
+    m, pairs, budget = p["min_effect"], stop["pairs"], stop["budget_s"]
+    ci = o.get("ratio_ci")
+    if not ci:
+        if o.get("notes") and "zero_variance" in o["notes"]:
+            return ["inconclusive: every pair gave the same ratio (zero variance): no interval"]
+        lines = [
+            f"inconclusive: {pairs} process pair(s) are too few for an interval (at least "
+            f"{p['min_pairs']} needed)"
+        ]
+    else:
+        half = math.sqrt(ci[1] / ci[0]) - 1  # the interval's half-width, relative
+        ratio = o["ratio"]
+        if half > m:
+            lines = [
+                f"inconclusive: the noise (interval +-{half:.1%}) is wider than the minimum "
+                f"effect ({m:.1%}), after {pairs} process pairs"
+            ]
+        else:
+            lines = [
+                f"inconclusive: the estimate {ratio - 1:+.1%} is too close to the minimum effect "
+                f"+-{m:.1%} for an interval of +-{half:.1%} to fall on one side"
+            ]
+    if stop["reason"] in ("budget", "deadline"):
+        if ci:
+            more = f"--budget-s {4 * budget:g} gives about 4x the pairs, half the interval width"
+        else:
+            per_pair = stop["used_s"] / max(pairs, 1)
+            enough = math.ceil(1.5 * p["min_pairs"] * per_pair)
+            more = f"--budget-s {enough} gives about {p['min_pairs']} or more"
+        lines.append(
+            f"  measuring stopped at the budget ({stop['used_s']:.1f} of {budget:g} s); {more}"
+        )
+    elif stop["reason"] == "max_pairs":
+        lines.append(f"  measuring stopped at the most pairs the protocol allows ({pairs})")
+    if ci and math.sqrt(ci[1] / ci[0]) - 1 > m:
+        lines.append(
+            f"  or ask a coarser question: --min-effect {_round_up(math.sqrt(ci[1] / ci[0]) - 1)}"
+        )
+    return lines
+
+
+def _round_up(x: float) -> str:
+    return f"{math.ceil(x * 100) / 100:g}"
+
+
+def aa_warning(aa: dict[str, Any], min_effect: float) -> str | None:
+    """A warning when the A/A noise floor is wider than the minimum effect asked for."""
+    floor = aa.get("noise_floor")
+    if floor is None or floor <= min_effect:
+        return None
+    return (
+        f"warning: the A/A noise floor +-{floor:.1%} is wider than the minimum effect "
+        f"{min_effect:.1%}: changes between the two read inconclusive on this machine; a "
+        f"quieter machine, a larger --budget-s, or --min-effect {_round_up(floor)} would help"
+    )
 
 
 def comparison_view(c: dict[str, Any], title: str | None = None) -> RenderableType:
@@ -53,10 +162,12 @@ def comparison_view(c: dict[str, Any], title: str | None = None) -> RenderableTy
         a, b = duration(w["median_a_ns"]), duration(w["median_b_ns"])
         table.add_row(w["name"], a, b, _ratio(s), _verdict(s["verdict"]))
     o = c["overall"]
-    table.add_row("[bold]geometric mean[/]", "", "", _ratio(o), _verdict(o["verdict"]))
+    table.add_row(f"[bold]{OVERALL_LABEL}[/]", "", "", _ratio(o), _verdict(o["verdict"]))
     stop = c["stop"]
     lines = [
         escape(o["why"]),
+        *(escape(line) for line in why_inconclusive(c)),
+        escape(OVERALL_NOTE),
         escape(f"clock: {c['clock_note']}"),
         f"stopped: {stop['reason']} after {stop['pairs']} process pairs, {stop['rounds']} "
         f"rounds, {stop['samples']} timed calls, {stop['used_s']:.1f} of {stop['budget_s']:g} s",
@@ -76,6 +187,9 @@ def metrics_view(m: dict[str, Any]) -> RenderableType:
             f"A/A control: {_verdict(o['verdict'])}, ratio {_ratio(o)}; noise floor "
             f"{floor_s} (effects inside it are never improved/regressed)"
         )
+        warning = aa_warning(aa, m["protocol"]["min_effect"])
+        if warning:
+            parts.append(f"[yellow]{escape(warning)}[/]")
     ins = m.get("instructions") or {}
     if ins.get("available"):
         ratios = ", ".join(f"{w} {r:.3f}" for w, r in ins.get("ratio", {}).items())

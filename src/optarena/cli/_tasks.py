@@ -108,6 +108,7 @@ def qualify_cmd(
     """Run every control and an A/A comparison; fail if a correct control is rejected, a wrong
     one accepted, or the baseline against itself reads improved/regressed."""
     t = resolve_task(task)
+    t.check_workloads()
     with err_console.status(f"qualifying {t.id}: {len(t.spec.controls)} controls, A/A"):
         report = qualify_task(t, aa=not no_aa, aa_budget_s=aa_budget_s)
     if as_json:
@@ -130,6 +131,12 @@ def qualify_cmd(
                 f"A/A: {a.verdict} ({ci}; {a.pairs} pairs, {a.used_s:.1f} s) "
                 + ("[green]ok[/]" if a.ok else "[bold red]NOT ok[/]")
             )
+            if a.ratio_ci is None:
+                console.print(
+                    f"  [yellow]note:[/] {a.pairs} pairs gave no interval: the A/A read no "
+                    "false verdict, but says nothing about the noise; a larger --aa-budget-s "
+                    f"(e.g. {4 * a.budget_s:g}) would"
+                )
         status = "[green]qualified[/]" if report.qualified else "[bold red]NOT qualified[/]"
         console.print(f"{t.id}@{t.spec.version}: {status}")
         for problem in report.problems:

@@ -12,9 +12,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
+from rich.text import Text
 
 from optarena.agents import Usage
-from optarena.cli._render import verdict_markup
+from optarena.cli._render import brief, verdict_markup
+from optarena.cli._speed_view import result_cell, speed_markup
 from optarena.ledger import Judgement, Ledger, TrialRecord
 
 
@@ -58,56 +60,110 @@ class PhaseView:
             self._status = None
 
 
-def _usage_cell(record: TrialRecord) -> str:
-    """Metered usage when a proxy ran (optarena's own count), else what the agent reported."""
+def when(iso: str | None) -> str:
+    """`MM-DD HH:MM` of an ISO timestamp (UTC, as recorded)."""
+    return "-" if not iso else iso[5:16].replace("T", " ")
+
+
+def _verdict_cell(r: TrialRecord) -> str:
+    """The verdict, with the agent's status or the row's state when either is unusual."""
+    if r.state != "complete":
+        return status_markup(r)
+    v = verdict_markup(r.verdict) if r.verdict else "-"
+    return v if r.agent_status == "completed" else f"{v} ({status_markup(r)})"
+
+
+def _agent_cell(r: TrialRecord) -> str:
+    labels = " ".join(f"{k}={v}" for k, v in sorted(r.labels.items()))
+    return escape(r.agent.label + (f" {labels}" if labels else ""))
+
+
+def _cost_cell(record: TrialRecord) -> str:
     u = record.metered_usage or record.usage
-    if u.source == "metered" and u.calls == 0:
-        return "none"  # metered: the agent called no model (narrow: the table fits 80 columns)
-    if u.input_tokens is None and u.output_tokens is None and u.cost_usd is None:
-        return "?"
-    tokens = f"{_num(u.input_tokens, '{}')} in/{_num(u.output_tokens, '{}')} out"
-    return f"{tokens} ${_num(u.cost_usd, '{:.4f}')}"
+    return "?" if u.cost_usd is None else f"${u.cost_usd:.4f}"
 
 
-def trials_table(records: list[TrialRecord]) -> Table:
-    """One row per trial; unknown usage is `?`."""
-    table = Table(header_style="bold underline", box=None, padding=(0, 1), pad_edge=False)
-    for col in ("trial", "task"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("agent", overflow="fold")
-    for col in ("status", "verdict"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("reasons", overflow="fold")
-    for col in ("agent s", "cpu s", "usage"):
-        table.add_column(col, justify="right", overflow="fold")
-    for r in records:
-        table.add_row(
+def trials_table(records: list[TrialRecord], width: int = 80) -> Table:
+    """One row per trial, fitted to `width` columns: cells wrap between words, never inside
+    one. Unknown figures are `?`; the full usage is in `trial show`."""
+    cells = [
+        [
             r.id,
+            when(r.created_at),
             r.task.id,
-            r.agent.label,
-            status_markup(r),
-            verdict_markup(r.verdict) if r.verdict else "-",
-            ", ".join(r.reason_codes) or "-",
-            _num(r.agent_wall_s),
-            _num(r.agent_cpu_s),
-            _usage_cell(r),
-        )
-    return table
+            _agent_cell(r),
+            _verdict_cell(r),
+            result_cell(r.metrics, r.verdict, r.reason_codes),
+            _num(r.agent_wall_s, "{:.1f}"),
+            _cost_cell(r),
+        ]
+        for r in records
+    ]
+    heads = ["trial", "when", "task", "agent", "verdict", "speed or reasons", "agent s", "cost"]
+    return fitted_table(heads, cells, wrap={3: 1, 5: 2}, width=width, right={6, 7})
 
 
-def judgements_table(judgements: list[Judgement]) -> Table:
-    table = Table("#", "kind", "when", "verdict", "reasons", "measured", "judge", "seed")
-    for j in judgements:
-        table.add_row(
+def judgements_table(judgements: list[Judgement], width: int = 80) -> Table:
+    cells = [
+        [
             str(j.id),
             j.kind,
-            j.created_at,
+            when(j.created_at),
             verdict_markup(j.verdict),
-            ", ".join(j.reason_codes) or "-",
-            "yes" if j.settings.measure else "no",
-            (j.judge_sha256 or "?")[:12],
+            result_cell(j.metrics, j.verdict, j.reason_codes),
+            (j.judge_sha256 or "?")[:8],
             str(j.seed),
+        ]
+        for j in judgements
+    ]
+    heads = ["#", "kind", "when", "verdict", "speed or reasons", "judge", "seed"]
+    return fitted_table(heads, cells, wrap={4: 1}, width=width)
+
+
+def fitted_table(
+    heads: list[str],
+    cells: list[list[str]],
+    *,
+    wrap: dict[int, int],
+    width: int,
+    right: frozenset[int] | set[int] = frozenset(),
+) -> Table:
+    """A borderless table no wider than `width`: the columns in `wrap` (index -> share of the
+    room left) wrap between words, the others never wrap. Rich's own shrinking crops columns
+    when two wrapping columns are equally wide, so the widths are computed here."""
+    plain = [[Text.from_markup(c).plain for c in row] for row in cells]
+
+    def natural(i: int) -> int:
+        return max([len(heads[i])] + [len(line) for row in plain for line in row[i].split("\n")])
+
+    def longest_word(i: int) -> int:
+        return max(len(w) for t in [heads[i]] + [row[i] for row in plain] for w in t.split())
+
+    widths = {i: natural(i) for i in range(len(heads))}
+    room = width - sum(w for i, w in widths.items() if i not in wrap) - (len(heads) - 1)
+    shares = sum(wrap.values())
+    for i, share in wrap.items():
+        widths[i] = min(widths[i], max(longest_word(i), room * share // shares))
+    fold: set[int] = set()
+    # still too wide (a long label, say): the wrapping column with the smallest share folds
+    # its long words, so that the other columns keep their full text
+    for i in sorted(wrap, key=lambda k: wrap[k]):
+        over = sum(widths[k] for k in wrap) - room
+        if over <= 0:
+            break
+        widths[i] = max(widths[i] - over, 6)
+        fold.add(i)
+    table = Table(header_style="bold underline", box=None, padding=(0, 1, 0, 0), pad_edge=False)
+    for i, head in enumerate(heads):
+        table.add_column(
+            head,
+            justify="right" if i in right else "left",
+            no_wrap=i not in wrap,
+            overflow="fold" if i in fold else "ellipsis",
+            width=widths[i],
         )
+    for row in cells:
+        table.add_row(*row)
     return table
 
 
@@ -141,10 +197,11 @@ def show_lines(record: TrialRecord) -> list[str]:
     ]
     for c in r.changed:
         scope = "" if c.in_scope else "  [red]OUT OF SCOPE[/]"
+        if not c.in_scope and c.path not in r.out_of_scope:
+            scope = "  ignored (new, outside the scope: not judged)"
         lines.append(f"  changed  {c.change:<9} {escape(c.path)}{scope}")
-    lines += [f"  [red]-[/] {escape(reason[:400])}" for reason in r.reasons]
-    if r.metrics:
-        lines.append(f"metrics    {escape(_short(r.metrics))}")
+    lines += [f"  [red]-[/] {escape(brief(reason))}" for reason in r.reasons]
+    lines.append(f"speed      {speed_markup(r.metrics, r.verdict)}")
     lines += [f"  [red]outside the workspace:[/] {escape(c)}" for c in r.outside_changes]
     if r.error:
         lines.append(f"error      [magenta]{escape(r.error)}[/]")
@@ -175,8 +232,3 @@ def _usage_line(title: str, u: Usage) -> str:
         f"{_num(u.cache_write_tokens, '{}')}, calls {_num(u.calls, '{}')}, cost "
         f"{_num(u.cost_usd, '{:.4f}')} $"
     )
-
-
-def _short(metrics: dict[str, Any]) -> str:
-    text = ", ".join(f"{k}: {v}" for k, v in metrics.items() if not isinstance(v, dict | list))
-    return text[:400] or "(see --json)"

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 from rich.markup import escape
 
-from optarena.agents import AgentLimits, known_runners
-from optarena.cli._app import app, console, err_console
-from optarena.cli._render import verdict_markup
+from optarena.agents import AgentLimits, AgentStatus, known_runners
+from optarena.cli._app import app, console, err_console, interrupted
+from optarena.cli._render import brief, verdict_markup
+from optarena.cli._speed_view import metrics_view, speed_markup
 from optarena.cli._trial_views import (
     PhaseView,
     artifact_paths,
@@ -20,8 +21,8 @@ from optarena.cli._trial_views import (
     trials_table,
 )
 from optarena.errors import OptarenaError
-from optarena.ledger import Ledger, TrialRecord
-from optarena.runs import TrialConfig, rejudge, run_trial
+from optarena.ledger import Ledger, TrialRecord, TrialState, TrialVerdict
+from optarena.runs import TrialConfig, TrialInterrupted, rejudge, run_trial
 from optarena.tasks import resolve_task
 
 trial_app = typer.Typer(help="Inspect and re-judge recorded trials.", no_args_is_help=True)
@@ -41,6 +42,15 @@ NoMeasureOpt = Annotated[
 BudgetOpt = Annotated[
     float | None, typer.Option("--budget-s", min=0.1, help="measurement budget (s)")
 ]
+
+
+VERDICTS = get_args(TrialVerdict)
+STATUSES = (*get_args(AgentStatus), *get_args(TrialState))
+
+
+def _check_choice(option: str, value: str | None, known: tuple[str, ...]) -> None:
+    if value is not None and value not in known:
+        raise OptarenaError(f"{option} '{value}': expected one of {', '.join(known)}")
 
 
 def parse_pairs(values: list[str], option: str) -> dict[str, str]:
@@ -67,13 +77,27 @@ def _agent_and_args(
     return agent, args
 
 
+def _interrupted_trial(e: TrialInterrupted, ledger: Ledger) -> typer.Exit:
+    """Ctrl-C or SIGTERM: say where the trial is recorded, what it keeps, what to do next."""
+    then = (
+        f"judge it with `optarena trial rejudge {e.trial_id}`"
+        if e.delivered
+        else f"see `optarena trial show {e.trial_id}`"
+    )
+    return interrupted(
+        f"trial {e.trial_id} recorded as interrupted ({escape(e.error)}) in {ledger.db_path}; "
+        f"it keeps {e.kept}; {then}"
+    )
+
+
 def _summary(record: TrialRecord, ledger: Ledger) -> None:
     console.print(
         f"trial [bold]{record.id}[/]: agent {record.agent.label} {record.agent_status}; "
         f"verdict {verdict_markup(record.verdict or '-')}"
     )
     for reason in record.reasons[:8]:
-        console.print(f"  [red]-[/] {escape(reason[:300])}")
+        console.print(f"  [red]-[/] {escape(brief(reason, 300))}")
+    console.print(f"  speed: {speed_markup(record.metrics, record.verdict)}")
     console.print(f"  recorded in {ledger.db_path}; details: optarena trial show {record.id}")
 
 
@@ -159,6 +183,9 @@ def run_cmd(
         view = PhaseView(err_console, f"{config.task.id} / {name}")
         try:
             record = run_trial(config, ledger, progress=view)
+        except TrialInterrupted as e:
+            view.stop()
+            raise _interrupted_trial(e, ledger) from None
         finally:
             view.stop()
         if as_json:
@@ -182,6 +209,8 @@ def trials_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Recorded trials, newest first."""
+    _check_choice("--verdict", verdict, VERDICTS)
+    _check_choice("--status", status, STATUSES)
     with Ledger.open(ledger_dir) as ledger:
         records = ledger.trials(task=task, agent=agent, status=status, verdict=verdict, limit=limit)
         if as_json:
@@ -190,7 +219,7 @@ def trials_cmd(
         if not records:
             console.print(f"no trials match in {ledger.db_path}")
             return
-        console.print(trials_table(records))
+        console.print(trials_table(records, console.width))
 
 
 @trial_app.command("show")
@@ -214,8 +243,10 @@ def show_cmd(
             return
         for line in show_lines(record):
             console.print(line)
+        if record.metrics:
+            console.print(metrics_view(record.metrics))
         if judgements:
-            console.print(judgements_table(judgements))
+            console.print(judgements_table(judgements, console.width))
         for name, path in paths.items():
             console.print(f"  {name:<18} {path}")
 
@@ -230,20 +261,29 @@ def rejudge_cmd(
 ) -> None:
     """Judge a trial's stored candidate again; adds a judgement, keeps the earlier ones."""
     with Ledger.open(ledger_dir) as ledger:
-        with err_console.status(f"re-judging {trial}") as status:
-            record, judgement, notes = rejudge(
-                ledger,
-                trial,
-                measure=not no_measure,
-                budget_s=budget_s,
-                progress=lambda msg, _f: status.update(f"re-judging {trial}: {msg}"),
-            )
+        try:
+            with err_console.status(f"re-judging {trial}") as status:
+                record, judgement, notes = rejudge(
+                    ledger,
+                    trial,
+                    measure=not no_measure,
+                    budget_s=budget_s,
+                    progress=lambda msg, _f: status.update(f"re-judging {trial}: {msg}"),
+                )
+        except KeyboardInterrupt:
+            raise interrupted(
+                f"no judgement was added to trial {trial}; its earlier ones are unchanged"
+            ) from None
         if as_json:
             print(judgement.model_dump_json(indent=2))
         else:
             for note in notes:
                 err_console.print(f"[yellow]note:[/] {note}")
-            console.print(judgements_table(ledger.judgements(record.id)))
+            console.print(
+                f"judgement {judgement.id}: {verdict_markup(judgement.verdict)}; speed: "
+                + speed_markup(judgement.metrics, judgement.verdict)
+            )
+            console.print(judgements_table(ledger.judgements(record.id), console.width))
     raise typer.Exit(0 if judgement.verdict == "accepted" else 1)
 
 
@@ -266,14 +306,20 @@ def run_demo(ledger_dir: Path | None = None, budget_s: float = 2.0) -> list[Tria
             view = PhaseView(err_console, f"rmsnorm / {name}")
             try:
                 records.append(run_trial(config, ledger, progress=view))
+            except TrialInterrupted as e:
+                view.stop()
+                raise _interrupted_trial(e, ledger) from None
             finally:
                 view.stop()
-        console.print(trials_table(records))
+        console.print(trials_table(records, console.width))
         for r in records:
             codes = f" ({', '.join(r.reason_codes)})" if r.reason_codes else ""
             console.print(
                 f"  {r.id}  {r.labels['demo']:<12} {escape(r.agent.label)}: "
-                f"{verdict_markup(r.verdict or '-')}{codes}"
+                f"{verdict_markup(r.verdict or '-')}{codes}; speed: "
+                + speed_markup(r.metrics, r.verdict)
             )
-        console.print(f"recorded in {ledger.db_path}; `optarena trials` lists them")
+        console.print(
+            f"recorded in {ledger.db_path}; `optarena trials --ledger {ledger.home}` lists them"
+        )
     return records

@@ -135,7 +135,10 @@ class Comparison(_Model):
 
     arms: dict[str, str] = Field(description="a/b -> what they are (baseline, candidate, ...)")
     protocol: Protocol
-    overall: Summary = Field(description="geometric mean over timed workloads")
+    overall: Summary = Field(
+        description="Hodges-Lehmann over process pairs of each pair's mean log-ratio across "
+        "the timed workloads (not a geometric mean of the workload estimates)"
+    )
     workloads: list[WorkloadMetrics]
     stop: Stop
     clock: Clock = Field(description="the clock the verdicts use")

@@ -101,11 +101,15 @@ class Ledger:
 
     def __init__(self, home: Path) -> None:
         self.home = Path(home).absolute()
-        self.home.mkdir(parents=True, exist_ok=True)
         self.db_path = self.home / DB_NAME
         self.swept = 0  # processes of dead agents killed by the last reconcile
-        self.store = ArtifactStore(self.home / ARTIFACTS_DIR)
-        self._conn = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+            self.store = ArtifactStore(self.home / ARTIFACTS_DIR)
+            self._conn = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)
+        except (OSError, sqlite3.Error) as e:
+            why = "exists and is not a directory" if self.home.is_file() else str(e)
+            raise LedgerError(f"ledger directory {self.home}: {why}") from None
         self._conn.row_factory = sqlite3.Row
         try:
             self._conn.execute("PRAGMA journal_mode = WAL")

@@ -32,6 +32,7 @@ class ToolsHost:
         telemetry: Path,
         max_budget_s: float = 60.0,
         socket_dir: Path | None = None,
+        tcp: bool = False,
     ) -> None:
         self.task_ref = task_ref
         self.workspace = workspace
@@ -39,6 +40,9 @@ class ToolsHost:
         self.max_budget_s = max_budget_s
         self._dir = Path(tempfile.mkdtemp(prefix="optarena-tools-", dir=socket_dir))
         self.socket_path = self._dir / "tools.sock"
+        self.tcp = tcp  # listen on 127.0.0.1 instead (reached through the agent sandbox's
+        # loopback relay, like the metering proxy: RunContext.proxy_ports)
+        self.port: int | None = None
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._children: list[subprocess.Popen[bytes]] = []
@@ -47,13 +51,19 @@ class ToolsHost:
 
     def argv(self) -> list[str]:
         """The relay command an agent's MCP configuration names."""
-        return [sys.executable, "-m", "optarena", "mcp", "relay", "--socket", str(self.socket_path)]
+        where = ["--port", str(self.port)] if self.tcp else ["--socket", str(self.socket_path)]
+        return [sys.executable, "-m", "optarena", "mcp", "relay", *where]
 
     def start(self) -> ToolsHost:
-        os.chmod(self._dir, 0o755)  # the agent's uid must reach the socket
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(str(self.socket_path))
-        os.chmod(self.socket_path, 0o666)
+        if self.tcp:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            self.port = int(sock.getsockname()[1])
+        else:
+            os.chmod(self._dir, 0o755)  # the agent's uid must reach the socket
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(str(self.socket_path))
+            os.chmod(self.socket_path, 0o666)
         sock.listen(8)
         self._sock = sock
         self._thread = threading.Thread(target=self._accept, daemon=True, name="tools-host")
@@ -120,10 +130,15 @@ class ToolsHost:
         self.close()
 
 
-def relay(socket_path: Path) -> int:
-    """Copy stdin to the socket and the socket to stdout until either side ends."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(str(socket_path))
+def relay(socket_path: Path | None = None, port: int | None = None) -> int:
+    """Copy stdin to the host's socket (a Unix socket, or 127.0.0.1:port) and the socket to
+    stdout until either side ends."""
+    if port is not None:
+        sock = socket.create_connection(("127.0.0.1", port))
+    else:
+        assert socket_path is not None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(str(socket_path))
     stdin, stdout = sys.stdin.buffer.fileno(), sys.stdout.buffer.fileno()
 
     def up() -> None:

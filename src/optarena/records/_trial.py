@@ -129,7 +129,11 @@ class TrialRecord(_Model):
     baseline_commit: str | None = Field(default=None, description="baseline commit, private repo")
     candidate_sha256: str | None = Field(default=None, description="hash of delivered editables")
     changed: list[ChangedFile] = Field(default_factory=list, description="every changed path")
-    out_of_scope: list[str] = Field(default_factory=list, description="changed, not editable")
+    out_of_scope: list[str] = Field(
+        default_factory=list,
+        description="tracked files outside the editable scope changed or deleted (rejects); "
+        "new files there are in `changed` only, ignored and never judged",
+    )
 
     verdict: TrialVerdict | None = None
     reasons: list[str] = Field(default_factory=list)

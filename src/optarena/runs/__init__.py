@@ -2,7 +2,14 @@
 
 from optarena.runs._judging import OUT_OF_SCOPE, combine, judge_delivery
 from optarena.runs._rejudge import rejudge
-from optarena.runs._trial import TrialConfig, TrialHook, TrialProgress, new_trial_id, run_trial
+from optarena.runs._trial import (
+    TrialConfig,
+    TrialHook,
+    TrialInterrupted,
+    TrialProgress,
+    new_trial_id,
+    run_trial,
+)
 from optarena.runs._workspace import Delivery, capture, check_workspace, init_repos, write_starter
 
 __all__ = [
@@ -10,6 +17,7 @@ __all__ = [
     "Delivery",
     "TrialConfig",
     "TrialHook",
+    "TrialInterrupted",
     "TrialProgress",
     "capture",
     "check_workspace",

@@ -1,8 +1,9 @@
 """Judging a delivered candidate and turning the result into a ledger `Judgement`.
 
-A change outside the editable scope rejects the trial (`out_of_scope`), whatever the judge says
-about the editable files; they are still checked for correctness (never measured), so the
-record shows what the agent's candidate would have been worth.
+A change to a tracked file outside the editable scope (modified, deleted) rejects the trial
+(`out_of_scope`), whatever the judge says about the editable files (new files there are
+ignored: only editable files are judged); they are still checked for correctness (never
+measured), so the record shows what the agent's candidate would have been worth.
 """
 
 from __future__ import annotations

@@ -30,12 +30,14 @@ def rejudge(
     progress: Callable[[str, float], None] | None = None,
     judge_fn: JudgeFn | None = None,
 ) -> tuple[TrialRecord, Judgement, list[str]]:
-    """Judge the stored candidate of a completed trial again and record the judgement.
-    Returns the trial, the new judgement and notes (e.g. the task changed since)."""
+    """Judge the stored candidate of a finished trial again and record the judgement: a
+    complete trial, or one interrupted after its delivery was stored (e.g. Ctrl-C while
+    judging). Returns the trial, the new judgement and notes (e.g. the task changed since)."""
     record = ledger.get(trial_ref)
     cand = record.artifacts.get("candidate")
-    if record.state != "complete" or cand is None:
-        raise OptarenaError(f"trial {record.id} is {record.state}: no delivered candidate to judge")
+    if record.state == "running" or cand is None:
+        why = "still running" if record.state == "running" else f"{record.state} before delivery"
+        raise OptarenaError(f"trial {record.id} is {why}: no delivered candidate to judge")
     task = _task_of(record)
     verify_judge()  # the installation as installed; a changed task is noted below
     notes = []

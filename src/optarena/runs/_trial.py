@@ -42,7 +42,7 @@ from optarena.agents import (
     run_metered,
     runner_ref,
 )
-from optarena.errors import MissingPrerequisiteError
+from optarena.errors import LedgerError, MissingPrerequisiteError
 from optarena.identity import code_references, judge_sha256, runtime_fingerprint
 from optarena.judge import JudgeTamperedError, verify_judge
 from optarena.ledger import (
@@ -104,6 +104,20 @@ class TrialHook:
 
     def after_agent(self, context: RunContext, outcome: AgentOutcome) -> AgentOutcome:
         return outcome
+
+
+class TrialInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped a trial after its row was recorded as `interrupted`.
+
+    `kept` says what of the trial the row holds (a delivery captured before the interruption
+    is kept: candidate, diff, logs, agent times; `optarena trial rejudge` can judge it)."""
+
+    def __init__(self, trial_id: str, error: str, kept: str, delivered: bool) -> None:
+        super().__init__(error)
+        self.trial_id = trial_id
+        self.error = error
+        self.kept = kept
+        self.delivered = delivered  # the row holds a candidate `trial rejudge` can judge
 
 
 def new_trial_id() -> str:
@@ -200,6 +214,7 @@ def run_trial(
     unmet = unmet_requirements(config.task.spec.requirements)
     if unmet:
         raise MissingPrerequisiteError(f"task {config.task.id} cannot run here: {'; '.join(unmet)}")
+    config.task.check_workloads()  # a task whose params its generator cannot use: bad input
     code_references()  # the reference judging checks against, fixed before any agent runs
     runner = runner or create_runner(config.agent, config.agent_args)
     runner.check_available()
@@ -210,12 +225,38 @@ def run_trial(
     record = _start_record(trial_id, config, runner, workspace)
     ledger.begin_trial(record)
     phases = _Phases(progress)
+    delivered: list[TrialRecord] = []  # the record as far as it got, once the delivery is stored
     try:
         with _sigterm_interrupts():
-            return _execute(config, ledger, runner, record, work, phases, hooks, judge_fn)
+            return _execute(
+                config, ledger, runner, record, work, phases, hooks, judge_fn, delivered
+            )
     except BaseException as e:
-        ledger.mark_interrupted(trial_id, f"during {phases.current}: {type(e).__name__}: {e}")
+        error = f"during {phases.current}: {type(e).__name__}: {e}"
+        kept = _record_interruption(ledger, trial_id, delivered, error)
+        if isinstance(e, KeyboardInterrupt) and not isinstance(e, TrialInterrupted):
+            raise TrialInterrupted(trial_id, error, kept, kept == _KEPT_DELIVERY) from e
         raise
+
+
+def _record_interruption(
+    ledger: Ledger, trial_id: str, delivered: list[TrialRecord], error: str
+) -> str:
+    """Finish the row as `interrupted`: with the stored delivery when there is one (nothing
+    the agent delivered is lost), else the start record. Returns what the row keeps."""
+    if not delivered:
+        ledger.mark_interrupted(trial_id, error)
+        return "the start record only (no delivery was captured)"
+    calls, notes = ledger.logged_calls(trial_id)  # what the proxy saw until the interruption
+    update = {"state": "interrupted", "finished_at": utc_now(), "error": "; ".join([error, *notes])}
+    try:
+        ledger.finish_trial(delivered[-1].model_copy(update=update), calls=calls)
+    except LedgerError:
+        return "the record as finished before"  # already finished (a refused judgement)
+    return _KEPT_DELIVERY
+
+
+_KEPT_DELIVERY = "the delivery (candidate, diff, logs, agent times), no verdict"
 
 
 def _execute(
@@ -227,6 +268,7 @@ def _execute(
     phases: _Phases,
     hooks: Sequence[TrialHook],
     judge_fn: JudgeFn | None,
+    delivered: list[TrialRecord],
 ) -> TrialRecord:
     task, paths = config.task, TrialPaths.of(work, Path(record.workspace))
     workspace, logs_dir, shadow = paths.workspace, paths.logs, paths.shadow
@@ -241,13 +283,24 @@ def _execute(
         prompt = (workspace / PROMPT_NAME).read_text(encoding="utf-8")
         note["message"] = f"{workspace}: {', '.join(starter)}"
     with phases("agent") as note:
-        outcome = _run_agent(runner, record, paths, prompt, config, ledger, hooks)
+        t_agent = time.monotonic()
+        try:
+            outcome = _run_agent(runner, record, paths, prompt, config, ledger, hooks)
+        except KeyboardInterrupt:
+            # the agent's process tree is gone; what it left in the workspace is its delivery
+            took = round(time.monotonic() - t_agent, 3)
+            stopped = AgentOutcome(
+                status="failed", wall_s=took, detail="stopped by Ctrl-C or SIGTERM"
+            )
+            _keep_delivery(task, ledger, record, work, baseline, stopped, phases, delivered)
+            raise
         note["message"] = f"{outcome.status}: {outcome.detail}"
     record = record.model_copy(update={"agent_sandbox": _sandbox_record(config, runner, outcome)})
     with phases("capture") as note:
         delivery = capture(task, workspace, shadow, baseline, paths.candidate)
         artifacts = _store_delivery(ledger, delivery, paths.candidate, logs_dir, outcome)
         note["message"] = _describe(delivery)
+    delivered.append(_final_record(record, outcome, delivery, None, baseline, artifacts, phases))
     with phases("judge") as note:
         try:
             verify_judge(task, record.task.sha256)
@@ -270,6 +323,28 @@ def _execute(
     final = _final_record(record, outcome, delivery, judgement, baseline, artifacts, phases)
     ledger.finish_trial(final, judgement, outcome.calls)
     return final
+
+
+def _keep_delivery(
+    task: Task,
+    ledger: Ledger,
+    record: TrialRecord,
+    work: Path,
+    baseline: str,
+    stopped: AgentOutcome,
+    phases: _Phases,
+    delivered: list[TrialRecord],
+) -> None:
+    """After an interrupted agent: capture and store what it left (diff, editable files, logs),
+    for the interrupted row to keep; no agent status (the agent did not end by itself)."""
+    workspace = Path(record.workspace)
+    try:
+        delivery = capture(task, workspace, work / "shadow.git", baseline, work / "candidate")
+        artifacts = _store_delivery(ledger, delivery, work / "candidate", work / "logs", stopped)
+    except Exception:  # capturing is best effort here: the row keeps the start record
+        return
+    kept = _final_record(record, stopped, delivery, None, baseline, artifacts, phases)
+    delivered.append(kept.model_copy(update={"agent_status": None}))
 
 
 def _run_agent(
@@ -345,6 +420,8 @@ def _describe(delivery: Delivery) -> str:
     text = f"{len(delivery.changed)} changed: " + ", ".join(c.path for c in delivery.changed)
     if delivery.out_of_scope:
         text += f" (out of scope: {', '.join(delivery.out_of_scope)})"
+    if delivery.ignored:
+        text += f" (new outside the scope, ignored: {', '.join(delivery.ignored)})"
     return text
 
 

@@ -153,7 +153,15 @@ class Delivery:
 
     @property
     def out_of_scope(self) -> list[str]:
-        return [c.path for c in self.changed if not c.in_scope]
+        """Tracked files outside the editable scope that were changed or deleted: these
+        reject the trial."""
+        return [c.path for c in self.changed if not c.in_scope and c.change != "added"]
+
+    @property
+    def ignored(self) -> list[str]:
+        """New files outside the editable scope (an agent's scratch benchmark, notes): listed
+        in `changed`, never judged (only editable files reach the judge), never a rejection."""
+        return [c.path for c in self.changed if not c.in_scope and c.change == "added"]
 
 
 def parse_name_status(raw: bytes, editable: list[str]) -> list[ChangedFile]:

@@ -25,7 +25,8 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from optarena.sandbox import _linux
@@ -145,11 +146,16 @@ for name in os.listdir(where):
 """
 
 
-def _private_mqueue_mount() -> None:
-    """In a throwaway child: a mount namespace of its own with the mqueue fs over /tmp."""
-    _linux.unshare(_linux.CLONE_NEWNS)
-    _linux.mount(None, "/", None, _linux.MS_REC | _linux.MS_PRIVATE)
-    _linux.mount("mqueue", "/tmp", "mqueue", _linux.MS_NOSUID | _linux.MS_NODEV)
+def _private_mqueue_mount(where: str) -> Callable[[], None]:
+    """In a throwaway child: a mount namespace of its own with the mqueue fs over `where`, an
+    empty directory of its own (over /tmp it would hide an interpreter installed there)."""
+
+    def setup() -> None:
+        _linux.unshare(_linux.CLONE_NEWNS)
+        _linux.mount(None, "/", None, _linux.MS_REC | _linux.MS_PRIVATE)
+        _linux.mount("mqueue", where, "mqueue", _linux.MS_NOSUID | _linux.MS_NODEV)
+
+    return setup
 
 
 def remove_mqueues_of(uid: int) -> list[str]:
@@ -166,12 +172,17 @@ def remove_mqueues_of(uid: int) -> list[str]:
         return removed
     if os.geteuid() != 0:
         return []  # an mqueue fs cannot be mounted for our IPC namespace without root
-    out = subprocess.run(
-        [sys.executable, "-I", "-c", _MQ_SWEEP, str(uid), "/tmp"],
-        preexec_fn=_private_mqueue_mount,
-        capture_output=True,
-        text=True,
-        timeout=20,
-        check=False,
-    )
+    where = tempfile.mkdtemp(prefix="optarena-mq-")
+    try:
+        out = subprocess.run(
+            [sys.executable, "-I", "-c", _MQ_SWEEP, str(uid), where],
+            preexec_fn=_private_mqueue_mount(where),
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(where)
     return out.stdout.split()

@@ -9,6 +9,7 @@ from optarena.tasks._loader import (
     resolve_task,
 )
 from optarena.tasks._model import (
+    REASON_CODES,
     TASK_SCHEMA_VERSION,
     Control,
     EntryPoint,
@@ -23,6 +24,7 @@ from optarena.tasks._requirements import unmet_requirements
 
 __all__ = [
     "BUILTIN_DIR",
+    "REASON_CODES",
     "TASK_SCHEMA_VERSION",
     "Control",
     "EntryPoint",

@@ -78,6 +78,21 @@ class Task:
     def generator(self) -> Callable[..., Any]:
         return self._callable(self.spec.generator)
 
+    def check_workloads(self) -> None:
+        """Draw every workload's inputs once: params the generator cannot use are bad input
+        (a SpecError naming the workload), found before anything is judged or recorded."""
+        generator = self.generator
+        for i, w in enumerate(self.spec.workloads):
+            try:
+                generator(w, 0)
+            except Exception as e:  # any failure of the task's own code on its own params
+                why = f"{type(e).__name__}: {e}"
+                raise SpecError(
+                    self.root / SPEC_FILE,
+                    f"workloads.{i}.params",
+                    f"workload '{w.name}': {self.spec.generator} cannot use {w.params} ({why})",
+                ) from None
+
     @property
     def oracle(self) -> Callable[..., Any]:
         return self._callable(self.spec.oracle)

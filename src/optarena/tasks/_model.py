@@ -20,6 +20,51 @@ _REF_RE = re.compile(r"^[A-Za-z0-9_./-]+\.py:[A-Za-z_][A-Za-z0-9_]*$")
 Role = Literal["timed", "check", "edge"]
 
 
+REASON_CODES = frozenset(
+    {
+        "entry_missing",
+        "import_failed",
+        "raised",
+        "exited",
+        "aborted",
+        "timeout",
+        "worker_crashed",
+        "protocol_violation",
+        "wrong_type",
+        "wrong_shape",
+        "wrong_dtype",
+        "non_finite",
+        "out_of_tolerance",
+        "precision_downcast",
+        "output_too_large",
+        "stale_output",
+        "history_dependent",
+        "input_mutated",
+        "output_aliases_input",
+        "lazy_output",
+        "output_changed_after_return",
+        "oracle_access",
+        "judge_memory_access",
+        "write_outside_workdir",
+        "network_access",
+        "process_outlived_call",
+        "clock_patched",
+        "numpy_patched",
+        "worker_tampered",
+        "judge_tampered",
+        "timing_tampered",
+        "process_limit",
+        "memory_limit",
+        "cpu_limit",
+        "file_size_limit",
+        "open_files_limit",
+        "judge_error",
+        "out_of_scope",
+    }
+)
+"""Every reason code a rejection can carry (README: "Reason codes"); a control expects one."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -156,6 +201,10 @@ class Control(_Strict):
     def _reason_for_rejected(self) -> Control:
         if self.expect == "rejected" and not self.reason:
             raise ValueError("a rejected control must name the reason code it expects")
+        if self.reason is not None and self.reason not in REASON_CODES:
+            raise ValueError(
+                f"unknown reason code '{self.reason}' (known: {', '.join(sorted(REASON_CODES))})"
+            )
         return self
 
 

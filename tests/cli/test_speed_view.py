@@ -1,0 +1,67 @@
+"""The words around a speed result: why an inconclusive one is inconclusive, the A/A warning,
+the speed line. Pure functions over the `metrics` format, tested on literal numbers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optarena.cli._speed_view import aa_warning, speed_text, why_inconclusive
+
+
+def _comparison(
+    verdict: str, ratio: float | None, ci: list[float] | None, pairs: int, reason: str
+) -> dict[str, Any]:
+    return {
+        "overall": {"verdict": verdict, "ratio": ratio, "ratio_ci": ci, "notes": []},
+        "protocol": {"min_effect": 0.02, "min_pairs": 6},
+        "stop": {"reason": reason, "pairs": pairs, "used_s": 30.2, "budget_s": 30.0},
+    }
+
+
+def test_noise_wider_than_the_minimum_effect_says_so_and_what_would_help() -> None:
+    # the issue's case: the baseline against itself, 1.023 (0.957..1.080) after 30 s
+    lines = why_inconclusive(_comparison("inconclusive", 1.023, [0.957, 1.080], 12, "budget"))
+    assert lines[0] == (
+        "inconclusive: the noise (interval +-6.2%) is wider than the minimum effect (2.0%), "
+        "after 12 process pairs"
+    )
+    assert "stopped at the budget (30.2 of 30 s); --budget-s 120 gives about 4x" in lines[1]
+    assert lines[2] == "  or ask a coarser question: --min-effect 0.07"
+
+
+def test_too_few_pairs_for_an_interval() -> None:
+    lines = why_inconclusive(_comparison("inconclusive", 0.96, None, 2, "budget"))
+    assert lines[0] == (
+        "inconclusive: 2 process pair(s) are too few for an interval (at least 6 needed)"
+    )
+    assert lines[1].endswith("--budget-s 136 gives about 6 or more")  # 1.5 * 6 * 15.1 s
+
+
+def test_an_estimate_on_the_edge_of_the_minimum_effect() -> None:
+    lines = why_inconclusive(_comparison("inconclusive", 0.98, [0.97, 0.99], 40, "max_pairs"))
+    assert lines[0].startswith("inconclusive: the estimate -2.0% is too close to the minimum")
+    assert lines[1] == "  measuring stopped at the most pairs the protocol allows (40)"
+    assert len(lines) == 2
+
+
+def test_a_decided_comparison_needs_no_explanation() -> None:
+    assert why_inconclusive(_comparison("improved", 0.8, [0.75, 0.88], 8, "decided")) == []
+
+
+def test_an_aa_noise_floor_wider_than_the_minimum_effect_is_a_warning() -> None:
+    warning = aa_warning({"noise_floor": 0.06}, 0.02)
+    assert warning is not None and "noise floor +-6.0% is wider than the minimum effect 2.0%" in (
+        warning
+    )
+    assert "--min-effect 0.06" in warning
+    assert aa_warning({"noise_floor": 0.01}, 0.02) is None
+    assert aa_warning({"noise_floor": None}, 0.02) is None
+
+
+def test_the_speed_line() -> None:
+    m = {"overall": {"ratio": 0.8, "ratio_ci": [0.75, 0.88], "verdict": "improved"}}
+    assert speed_text(m) == "0.80x baseline (-20%), interval 0.75..0.88, improved"
+    m = {"overall": {"ratio": 1.023, "ratio_ci": None, "verdict": "inconclusive"}}
+    assert speed_text(m) == "1.02x baseline (+2%), no interval, inconclusive"
+    assert speed_text(None, "rejected") == "none (rejected)"
+    assert speed_text(None, "accepted") == "not measured"
