@@ -224,7 +224,7 @@ def optimize_script(task_ref: str = "rmsnorm", after_write: str = "finish") -> O
     )
 
 
-SCRIPT_NAMES = ("optimize", "budget-hog", "hang", "upstream-error", "hello")
+SCRIPT_NAMES = ("optimize", "budget-hog", "hang", "upstream-error", "hello", "task-tools")
 
 
 def make_script(name: str, task: str = "rmsnorm", error_status: int = 500) -> Script:
@@ -239,6 +239,10 @@ def make_script(name: str, task: str = "rmsnorm", error_status: int = 500) -> Sc
         return ErrorScript(error_status)
     if name == "hello":
         return HelloScript()
+    if name == "task-tools":
+        from optarena.fakemodel._tools_script import TaskToolsScript
+
+        return TaskToolsScript(optimize_script(task))
     from optarena.errors import UnknownNameError
 
     raise UnknownNameError("script", name, list(SCRIPT_NAMES))

@@ -1,0 +1,41 @@
+"""The `task-tools` script: the optimize script, then optarena's task tools over MCP.
+
+After writing the optimized file and running its check, it calls the offered
+`check_correctness` tool, then `measure` with a small budget, then finishes, claiming success
+in text whatever the tools said (the trial's verdict must not depend on that claim). A tool is
+found by the end of its name, whatever prefix the harness gives MCP tools
+(`mcp__optarena__check_correctness` in Claude Code).
+"""
+
+from __future__ import annotations
+
+from optarena.fakemodel._conversation import Conversation
+from optarena.fakemodel._script import USAGE, OptimizeScript, Reply, Script, Tool
+
+TOOL_CALLS = ("check_correctness", "measure")
+MEASURE_BUDGET_S = 3.0
+
+
+def _offered(conv: Conversation, tool: str) -> str | None:
+    return next((t for t in conv.tools if t.endswith(f"__{tool}") or t == tool), None)
+
+
+class TaskToolsScript(Script):
+    name = "task-tools"
+
+    def __init__(self, optimize: OptimizeScript) -> None:
+        self.optimize = optimize
+        self.called: list[str] = []  # tool names in the order this script asked for them
+
+    def decide(self, conv: Conversation) -> Reply:
+        reply = self.optimize.decide(conv)
+        if reply.rule != "finish":
+            return reply
+        done = {c.name for c in conv.calls if conv.result_of(c) is not None}
+        for tool in TOOL_CALLS:
+            name = _offered(conv, tool)
+            if name is not None and name not in done:
+                args = {"budget_s": MEASURE_BUDGET_S} if tool == "measure" else {}
+                self.called.append(name)
+                return Reply(f"tool-{tool}", USAGE["check"], tool=Tool(name, args))
+        return Reply("finish", USAGE["finish"], text="All checks pass; the candidate is faster.")
