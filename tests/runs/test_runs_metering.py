@@ -10,10 +10,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from optarena.agents import AgentLimits
+import pytest
+
+from optarena.agents import AgentLimits, AgentOutcome, RunContext
 from optarena.fakemodel import USAGE, FakeModelServer, make_script
 from optarena.ledger import Ledger, TrialRecord
-from optarena.runs import TrialConfig, run_trial
+from optarena.runs import TrialConfig, TrialHook, run_trial
 from optarena.tasks import Task
 
 # One Anthropic call at $ANTHROPIC_BASE_URL, one Chat Completions call at $OPENAI_BASE_URL,
@@ -154,3 +156,28 @@ def test_kill_9_mid_trial_loses_no_metered_call(
         assert record.state == "interrupted"
         (call,) = ledger.calls(record.id)
         assert (call.api, call.status, call.input_tokens) == ("anthropic", 200, USAGE["chat"].input)
+
+
+class _CtrlCAfterAgent(TrialHook):
+    """Ctrl-C right after the agent's run, before its delivery is captured."""
+
+    def after_agent(self, context: RunContext, outcome: AgentOutcome) -> AgentOutcome:
+        raise KeyboardInterrupt("Ctrl-C after the agent")
+
+
+def test_an_interrupted_trial_keeps_its_delivery_and_its_metered_calls(
+    ledger: Ledger, rmsnorm: Task, agent: Callable[[str], str]
+) -> None:
+    command = agent(ONE_CALL_THEN_SLEEP.replace("sleep 300", "true"))
+    with FakeModelServer(make_script("hello")) as fake:
+        config = TrialConfig(
+            task=rmsnorm,
+            agent="command",
+            agent_args={"command": command, "upstream": fake.url},
+            measure=False,
+        )
+        with pytest.raises(KeyboardInterrupt):
+            run_trial(config, ledger, hooks=[_CtrlCAfterAgent()])
+    (record,) = ledger.trials()
+    assert record.state == "interrupted" and "diff" in record.artifacts  # the delivery kept
+    assert [c.api for c in ledger.calls(record.id)] == ["anthropic"]
