@@ -16,7 +16,7 @@ import pytest
 import optarena
 from optarena.cli import main
 from optarena.cli._render import brief
-from optarena.tasks import BUILTIN_DIR
+from optarena.tasks import BUILTIN_DIR, builtin_task_ids
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -29,8 +29,10 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_tasks_and_show(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tasks", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["id"] for r in rows] == ["rmsnorm", "softmax"]
+    assert [r["id"] for r in rows] == builtin_task_ids()
     assert all(len(r["sha256"]) == 64 for r in rows)
+    # Every built-in task is a CPU task this machine can run; a machine that could not says why.
+    assert all(r["device"] == "cpu" and r["runnable"] and r["unmet"] == [] for r in rows)
     assert main(["task", "show", "rmsnorm"]) == 0
     out = capsys.readouterr().out
     assert "solution.py:rmsnorm" in out and "prefill" in out and "missing-eps" in out
@@ -89,7 +91,10 @@ def test_judge_exit_codes_and_json() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["judge", "nope", "."], "unknown task 'nope'; known tasks: rmsnorm, softmax"),
+        (
+            ["judge", "nope", "."],
+            "unknown task 'nope'; known tasks: " + ", ".join(builtin_task_ids()),
+        ),
         (["judge", "rmsnorm", "/no/such/dir"], "does not exist"),
         (["task", "show", "nope"], "known tasks"),
     ],
@@ -219,3 +224,28 @@ def test_trials_json_lists_nothing_as_an_empty_list(
 ) -> None:
     assert main(["trials", "--json", "--ledger", str(tmp_path / "L")]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_tasks_say_why_a_task_cannot_run_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A task that needs a GPU (on a machine without one) is listed, marked not runnable, with
+    the reason; the same reason is what the judge refuses with."""
+    import optarena.tasks._requirements as requirements
+    from optarena.cli import _tasks
+    from optarena.tasks import load_task
+
+    root = tmp_path / "gpu-task"
+    shutil.copytree(BUILTIN_DIR / "rmsnorm", root, ignore=shutil.ignore_patterns("__pycache__"))
+    toml = root / "task.toml"
+    toml.write_text(toml.read_text().replace('device = "cpu"', 'device = "cuda"'))
+    monkeypatch.setattr(requirements, "cuda_available", lambda: False)
+    monkeypatch.setattr(_tasks, "builtin_task_ids", lambda: ["rmsnorm"])
+    monkeypatch.setattr(_tasks, "resolve_task", lambda _ref: load_task(root))
+    assert main(["tasks", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["device"] == "cuda" and row["runnable"] is False
+    assert row["unmet"] == ["device 'cuda' required, but no NVIDIA GPU is visible"]
+    assert main(["tasks"]) == 0
+    table = capsys.readouterr().out  # cells wrap: look for the words
+    assert "no:" in table and "'cuda'" in table and "NVIDIA" in table

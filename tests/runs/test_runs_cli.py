@@ -15,6 +15,7 @@ import pytest
 
 from optarena.cli import main
 from optarena.ledger import Ledger
+from optarena.tasks import builtin_task_ids
 
 Capsys = pytest.CaptureFixture[str]
 
@@ -86,7 +87,7 @@ def test_bad_input_is_one_line_and_exit_2(
 def test_unknown_task_and_trial(tmp_path: Path, capsys: Capsys) -> None:
     led = str(tmp_path / "L")
     assert main(["run", "--task", "nope", "--agent", "replay", "--ledger", led]) == 2
-    assert "known tasks: rmsnorm, softmax" in capsys.readouterr().err
+    assert "known tasks: " + ", ".join(builtin_task_ids()) in capsys.readouterr().err
     assert main(["trial", "show", "abc", "--ledger", led]) == 2
     assert "no trial 'abc'" in capsys.readouterr().err
 

@@ -20,7 +20,7 @@ from optarena.tasks import (
 
 
 def test_builtins_load() -> None:
-    assert builtin_task_ids() == ["rmsnorm", "softmax"]
+    assert builtin_task_ids() == ["attention", "layernorm", "moe-forward", "rmsnorm", "softmax"]
     for tid in builtin_task_ids():
         t = resolve_task(tid)
         assert t.id == tid
@@ -33,7 +33,7 @@ def test_builtins_load() -> None:
 def test_resolve_by_path_and_unknown(tmp_path: Path) -> None:
     assert resolve_task(str(BUILTIN_DIR / "softmax")).id == "softmax"
     assert resolve_task(BUILTIN_DIR / "softmax" / "task.toml").id == "softmax"
-    with pytest.raises(UnknownNameError, match="known tasks: rmsnorm, softmax"):
+    with pytest.raises(UnknownNameError, match="known tasks: " + ", ".join(builtin_task_ids())):
         resolve_task("no-such-task")
 
 

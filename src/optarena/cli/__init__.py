@@ -14,6 +14,7 @@ from optarena.cli import (  # noqa: F401
     _compare,
     _experiments,
     _external,
+    _harness,
     _judge,
     _mcp,
     _proxy,

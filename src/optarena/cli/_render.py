@@ -10,7 +10,7 @@ from rich.table import Table
 
 import optarena
 from optarena.judge import JudgeResult
-from optarena.tasks import Task
+from optarena.tasks import Task, unmet_requirements
 
 _TRACEBACK = "Traceback (most recent call last):"
 _OWN_FILES = str(Path(optarena.__file__).resolve().parent)
@@ -63,15 +63,18 @@ def judge_summary(result: JudgeResult, title: str | None = None) -> RenderableTy
 
 
 def task_table(tasks: list[Task]) -> Table:
+    """One row per task; `runs here` is yes, or what this machine lacks."""
     table = Table(show_header=True, header_style="bold")
-    for col in ("id", "version", "device", "timed workloads", "controls", "title"):
+    for col in ("id", "version", "device", "runs here", "timed workloads", "controls", "title"):
         table.add_column(col)
     for t in tasks:
         timed = ", ".join(w.name for w in t.spec.workloads if w.role == "timed")
+        unmet = unmet_requirements(t.spec.requirements)
         table.add_row(
             t.id,
             t.spec.version,
             t.spec.requirements.device,
+            "[green]yes[/]" if not unmet else "[yellow]no:[/] " + "; ".join(unmet),
             timed,
             str(len(t.spec.controls)),
             t.spec.title,

@@ -14,20 +14,30 @@ from optarena.cli._app import app, console, err_console, task_app
 from optarena.cli._render import task_table, verdict_markup
 from optarena.errors import OptarenaError
 from optarena.qualify import QUALIFY_AA_BUDGET_S, qualify_task
-from optarena.tasks import builtin_task_ids, resolve_task
+from optarena.tasks import builtin_task_ids, resolve_task, unmet_requirements
 
 
 @app.command("tasks")
 def tasks_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """List the built-in task library."""
+    """List the built-in task library, with whether this machine can run each task and why not."""
     tasks = [resolve_task(t) for t in builtin_task_ids()]
     if as_json:
-        rows = [
-            {"id": t.id, "version": t.spec.version, "sha256": t.sha256, "title": t.spec.title}
-            for t in tasks
-        ]
+        rows = []
+        for t in tasks:
+            unmet = unmet_requirements(t.spec.requirements)
+            rows.append(
+                {
+                    "id": t.id,
+                    "version": t.spec.version,
+                    "sha256": t.sha256,
+                    "title": t.spec.title,
+                    "device": t.spec.requirements.device,
+                    "runnable": not unmet,
+                    "unmet": unmet,
+                }
+            )
         console.print_json(json.dumps(rows))
         return
     console.print(task_table(tasks))

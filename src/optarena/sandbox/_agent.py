@@ -290,8 +290,10 @@ class AgentSandbox:
         env: Mapping[str, str],
         stdout: IO[Any] | int | None = None,
         stderr: IO[Any] | int | None = None,
+        stdin: IO[Any] | int | None = subprocess.DEVNULL,
     ) -> subprocess.Popen[bytes]:
-        """Start the agent inside the sandbox; raise AgentSandboxError if that fails."""
+        """Start the agent inside the sandbox; raise AgentSandboxError if that fails. `stdin`
+        is closed unless given (a contained MCP server speaks over it)."""
         if self.proc is not None:
             raise RuntimeError("an AgentSandbox runs one agent")
         probe()  # once per process (cached): not part of what one agent's sandbox costs
@@ -319,6 +321,7 @@ class AgentSandbox:
                 limits=ResourceLimits(core_dumps=False),
                 stdout=stdout,
                 stderr=stderr,
+                stdin=stdin,
                 setup=lambda: agent_child_setup(replace(plan, err_fd=w)),
             )
         except (OSError, subprocess.SubprocessError) as e:

@@ -84,8 +84,9 @@ def spawn(
     stdout: IO[Any] | int | None = None,
     stderr: IO[Any] | int | None = None,
     setup: Callable[[], None] | None = None,
+    stdin: IO[Any] | int | None = subprocess.DEVNULL,
 ) -> subprocess.Popen[bytes]:
-    """Start `argv` in a new session, stdin closed, with the given limits.
+    """Start `argv` in a new session, stdin closed unless given, with the given limits.
 
     `setup` runs in the child after the rlimits, before exec (namespaces, uid change).
     """
@@ -93,7 +94,7 @@ def spawn(
         list(argv),
         cwd=str(cwd),
         env=dict(env),
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         stdout=stdout,
         stderr=stderr,
         pass_fds=tuple(pass_fds),

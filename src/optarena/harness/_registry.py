@@ -1,0 +1,104 @@
+"""The harness registry: every artifact a run built, with its content hash and status.
+
+Versioned like every on-disk record; a registry of an unknown version is refused, never read
+as if it were this one. An artifact is identified by kind, name and content hash: a failing
+version is quarantined by its hash and never replaces, or is confused with, a qualified one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from optarena.errors import OptarenaError
+
+REGISTRY_SCHEMA_VERSION = 1
+ArtifactKind = Literal["skill", "mcp", "tool", "verifier", "fixture", "doc"]
+ArtifactStatus = Literal["qualified", "quarantined"]
+KIND_DIRS: dict[str, ArtifactKind] = {
+    "skills": "skill",
+    "mcp": "mcp",
+    "tools": "tool",
+    "verifiers": "verifier",
+    "fixtures": "fixture",
+    "docs": "doc",
+}
+
+
+class ArtifactEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: ArtifactKind
+    name: str
+    path: str = Field(description="the version as qualified: <sha256>/<name> in the snapshots")
+    sha256: str = Field(description="hash of every file name and byte of the artifact")
+    iteration: int
+    status: ArtifactStatus
+    report: str = Field(description="what qualification found, in words")
+
+
+class Registry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = REGISTRY_SCHEMA_VERSION
+    run: str
+    artifacts: list[ArtifactEntry] = Field(default_factory=list)
+
+    def qualified(self) -> list[ArtifactEntry]:
+        """The newest qualified version of each (kind, name)."""
+        best: dict[tuple[str, str], ArtifactEntry] = {}
+        for a in self.artifacts:
+            if a.status == "qualified":
+                best[(a.kind, a.name)] = a
+        return list(best.values())
+
+    def add(self, entry: ArtifactEntry) -> None:
+        """Record a qualification; the same content is recorded once."""
+        same = [
+            a
+            for a in self.artifacts
+            if (a.kind, a.name, a.sha256) == (entry.kind, entry.name, entry.sha256)
+        ]
+        if same and same[-1].status == entry.status:
+            return
+        self.artifacts.append(entry)
+
+
+def content_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        h.update(f.relative_to(path.parent if path.is_file() else path).as_posix().encode())
+        h.update(b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def load_registry(path: Path) -> Registry:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise OptarenaError(f"{path}: cannot read the registry: {e.strerror or e}") from None
+    except ValueError as e:
+        raise OptarenaError(f"{path}: not JSON: {e}") from None
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version != REGISTRY_SCHEMA_VERSION:
+        raise OptarenaError(
+            f"{path}: registry schema_version {version!r} is not one this optarena reads "
+            f"({REGISTRY_SCHEMA_VERSION})"
+        )
+    try:
+        return Registry.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise OptarenaError(f"{path}: field '{where}': {first['msg']}") from None
+
+
+def save_registry(registry: Registry, path: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(registry.model_dump_json(indent=1) + "\n")
+    tmp.replace(path)

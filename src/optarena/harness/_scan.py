@@ -1,0 +1,53 @@
+"""One qualification pass over a run's artifact area (`.harness/`): every artifact found is
+qualified and recorded by content hash; what fails is quarantined, never activated, and never
+replaces a qualified version of the same name."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from optarena.harness._qualify import qualify
+from optarena.harness._registry import KIND_DIRS, ArtifactEntry, Registry, content_sha256
+
+
+def scan_area(
+    registry: Registry,
+    area: Path,
+    snapshots: Path,
+    iteration: int,
+    workspace: Path | None = None,
+) -> list[ArtifactEntry]:
+    """Qualify what is new or changed in `area`; returns the entries added. Each version is
+    kept as it was qualified under `snapshots/<sha256>/<name>` (the entry's `path`): the agent
+    may change or break the original later, the recorded version stays what was tested."""
+    added = []
+    known = {(a.kind, a.name, a.sha256) for a in registry.artifacts}
+    for sub, kind in KIND_DIRS.items():
+        root = area / sub
+        if not root.is_dir():
+            continue
+        for path in sorted(root.iterdir()):
+            sha = content_sha256(path)
+            if (kind, path.name, sha) in known:
+                continue
+            snap = snapshots / sha / path.name
+            if not snap.exists():
+                snap.parent.mkdir(parents=True, exist_ok=True)
+                if path.is_dir():
+                    shutil.copytree(path, snap, symlinks=True)
+                else:
+                    shutil.copy2(path, snap)
+            q = qualify(kind, snap, workspace)
+            entry = ArtifactEntry(
+                kind=kind,
+                name=path.name,
+                path=f"{sha}/{path.name}",
+                sha256=sha,
+                iteration=iteration,
+                status="qualified" if q.passed else "quarantined",
+                report=q.report,
+            )
+            registry.add(entry)
+            added.append(entry)
+    return added

@@ -1,0 +1,153 @@
+"""Harness artifacts: qualification (contained), quarantine by hash, the registry's version,
+and export of the qualified ones only."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from optarena.errors import OptarenaError
+from optarena.harness import (
+    Registry,
+    export_artifacts,
+    load_registry,
+    qualify,
+    save_registry,
+    scan_area,
+)
+from optarena.harness._qualify import front_matter
+
+SERVER = '''
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("bench")
+
+
+@server.tool()
+def double(x: int) -> int:
+    """Twice x."""
+    return 2 * x
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """The text back."""
+    return text
+
+
+server.run()
+'''
+
+
+def _mcp(root: Path, name: str, self_test: list[dict[str, object]]) -> Path:
+    d = root / "mcp" / name
+    d.mkdir(parents=True)
+    (d / "server.py").write_text(SERVER)
+    manifest = {"command": [sys.executable, "server.py"], "self_test": self_test}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    return d
+
+
+def _skill(root: Path, name: str, text: str) -> Path:
+    d = root / "skills" / name
+    d.mkdir(parents=True)
+    (d / "SKILL.md").write_text(text)
+    return d
+
+
+GOOD_TEST = [
+    {"tool": "double", "arguments": {"x": 2}},
+    {"tool": "echo", "arguments": {"text": "a"}},
+]
+
+
+def test_front_matter() -> None:
+    assert front_matter("---\nname: fast-numpy\ndescription: 'one pass'\n---\nbody") == {
+        "name": "fast-numpy",
+        "description": "one pass",
+    }
+    assert front_matter("# no front matter") is None
+    assert front_matter("---\nname: x\n") is None  # never closed
+
+
+def test_a_skill_needs_name_and_description(tmp_path: Path) -> None:
+    good = _skill(tmp_path, "good", "---\nname: good\ndescription: does things\n---\n")
+    bad = _skill(tmp_path, "bad", "---\nname: bad\n---\n")
+    assert qualify("skill", good).passed
+    q = qualify("skill", bad)
+    assert not q.passed and "description" in q.report
+
+
+def test_an_mcp_server_qualifies_only_when_its_self_test_calls_every_tool(tmp_path: Path) -> None:
+    assert qualify("mcp", _mcp(tmp_path, "full", GOOD_TEST)).passed
+    none = qualify("mcp", _mcp(tmp_path / "a", "none", []))
+    assert not none.passed and "none given" in none.report
+    partial = qualify("mcp", _mcp(tmp_path / "b", "partial", GOOD_TEST[:1]))
+    assert not partial.passed and "echo" in partial.report and "every tool" in partial.report
+    wrong = [{"tool": "double", "arguments": {"x": "not a number"}}, GOOD_TEST[1]]
+    failing = qualify("mcp", _mcp(tmp_path / "c", "failing", wrong))
+    assert not failing.passed and "returned an error" in failing.report
+
+
+def test_a_tool_runs_its_test_contained(tmp_path: Path) -> None:
+    d = tmp_path / "tools" / "probe"
+    d.mkdir(parents=True)
+    # the test passes only if it cannot write outside the replay workspace
+    (d / "t.py").write_text(
+        "import pathlib, sys\n"
+        "try:\n    pathlib.Path('/root/optarena-harness-escape').write_text('x')\n"
+        "except OSError:\n    sys.exit(0)\n"
+        "sys.exit(1)\n"
+    )
+    (d / "manifest.json").write_text(json.dumps({"test": [sys.executable, "t.py"]}))
+    q = qualify("tool", d)
+    assert q.passed, q.report
+    assert not Path("/root/optarena-harness-escape").exists()
+
+
+def test_quarantine_never_replaces_a_qualified_version(tmp_path: Path) -> None:
+    area, snaps = tmp_path / ".harness", tmp_path / "snapshots"
+    reg = Registry(run="r1")
+    server = _mcp(area, "bench", GOOD_TEST)
+    added = scan_area(reg, area, snaps, iteration=1)
+    assert [(a.name, a.status) for a in added] == [("bench", "qualified")]
+    manifest = json.loads((server / "manifest.json").read_text())
+    manifest["self_test"] = []  # iteration 2 breaks it
+    (server / "manifest.json").write_text(json.dumps(manifest))
+    added2 = scan_area(reg, area, snaps, iteration=2)
+    assert [(a.name, a.status) for a in added2] == [("bench", "quarantined")]
+    assert scan_area(reg, area, snaps, iteration=3) == []  # the same content is not re-tested
+    [active] = reg.qualified()
+    assert active.iteration == 1 and active.sha256 == added[0].sha256
+    out = tmp_path / "export"
+    written = export_artifacts(reg, snaps, out)
+    exported = json.loads((out / "mcp-servers.json").read_text())["servers"]["bench"]
+    assert exported["sha256"] == added[0].sha256 and "mcp-servers.json" in written
+    shipped = json.loads((out / ".harness/mcp/bench/manifest.json").read_text())
+    assert shipped["self_test"] == GOOD_TEST  # the qualified version, not the broken one
+    assert (snaps / added2[0].path / "manifest.json").is_file()  # quarantined, kept on disk
+
+
+def test_export_lays_out_skills_for_both_clis(tmp_path: Path) -> None:
+    area, snaps = tmp_path / ".harness", tmp_path / "snapshots"
+    _skill(area, "one-pass", "---\nname: one-pass\ndescription: reduce once\n---\nUse einsum.\n")
+    _skill(area, "broken", "no front matter")
+    reg = Registry(run="r2")
+    scan_area(reg, area, snaps, iteration=1)
+    written = export_artifacts(reg, snaps, tmp_path / "x")
+    assert ".claude/skills/one-pass" in written and ".agents/skills/one-pass" in written
+    assert not any("broken" in w for w in written)
+    with pytest.raises(OptarenaError, match="exists"):
+        export_artifacts(reg, snaps, tmp_path / "x")
+
+
+def test_a_registry_of_another_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "registry.json"
+    save_registry(Registry(run="r"), path)
+    assert load_registry(path).run == "r"
+    path.write_text(json.dumps({"schema_version": 99, "run": "r", "artifacts": []}))
+    with pytest.raises(OptarenaError, match="schema_version 99"):
+        load_registry(path)
