@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from optarena.agents import AgentLimits
 from optarena.judge import JudgeResult
 from optarena.ledger import Ledger, TrialRecord
 from optarena.runs import TrialConfig, run_trial
-from optarena.tasks import Task, resolve_task
+from optarena.tasks import BUILTIN_DIR, Task, resolve_task
 
 
 @pytest.fixture
@@ -34,6 +35,10 @@ def control(rmsnorm: Task) -> Callable[[str], Path]:
     return lambda name: dirs[name]
 
 
+def _in_tasks(path: str) -> bool:
+    return Path(path).resolve().is_relative_to(BUILTIN_DIR.resolve())
+
+
 @pytest.fixture
 def agent(tmp_path: Path) -> Callable[[str], str]:
     """A scripted shell agent: the body becomes a script; returns the --command template."""
@@ -42,7 +47,13 @@ def agent(tmp_path: Path) -> Callable[[str], str]:
     def make(body: str) -> str:
         script = tmp_path / f"agent-{next(counter)}.sh"
         script.write_text("set -e\n" + body + "\n")
-        return f"sh {script}"
+        # Task-package files the body reads are passed (unused) on the command line too: the
+        # command runner keeps paths named there readable, and a checkout under /tmp is
+        # otherwise hidden by the agent's private /tmp.
+        named = sorted(
+            {p for p in re.findall(r"/[^\s'\"]+", body) if _in_tasks(p) and Path(p).exists()}
+        )
+        return " ".join(["sh", str(script), *named])
 
     return make
 

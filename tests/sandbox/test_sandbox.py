@@ -145,6 +145,7 @@ def test_dedicated_uid_cannot_touch_the_judge(tmp_path: Path) -> None:
 @needs_mounts
 def test_task_hidden_and_scratch_private(tmp_path: Path) -> None:
     task = Path(__file__).resolve().parents[2] / "src/optarena/tasks/builtin/rmsnorm"
+    Path(f"/tmp/{MARKER}-scratch").unlink(missing_ok=True)  # a leak of an earlier run
     out, sb = run_inside(
         tmp_path,
         f"""

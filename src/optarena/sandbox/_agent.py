@@ -62,6 +62,7 @@ from optarena.sandbox._tree import (
 from optarena.sandbox._uids import UidLease, lease_uid
 
 RELAY = str(Path(__file__).with_name("_agent_relay.py"))
+OPTARENA_PACKAGE = str(Path(__file__).resolve().parents[1])
 HIDDEN_ALWAYS = ("/run",)  # host daemons' Unix sockets, the uid leases' locks
 
 
@@ -163,7 +164,8 @@ class AgentSandbox:
 
     def _needed(self) -> list[str]:
         """What must stay reachable: the interpreter (the relay runs on it, and the agent's
-        `python3` may be it), PATH (so commands resolve), the readable and writable paths."""
+        `python3` may be it), optarena's own package (its relays), PATH (so commands
+        resolve), the readable and writable paths."""
         path_dirs = [os.path.realpath(d) for d in os.environ.get("PATH", "").split(":") if d]
         path_dirs = [d for d in path_dirs if os.path.isdir(d) and not under_any(d, self.hidden)]
         # A readable path at or above something hidden or private would unmask it: dropped.
@@ -174,6 +176,7 @@ class AgentSandbox:
                 *interpreter_paths(),
                 *path_dirs,
                 *readable,
+                OPTARENA_PACKAGE,  # `python -m optarena mcp relay` (a checkout under /tmp too)
                 RELAY,
                 *(str(w) for w in self.writable),
                 *([str(self.sockets)] if self.sockets else []),
