@@ -1,4 +1,12 @@
-"""Typed errors. The CLI turns every `OptarenaError` into one clear line and exit code 2."""
+"""Typed errors, one class per cause. The CLI turns every `OptarenaError` into one clear line
+and exit code 2, never a traceback; the class says whose fault it is:
+
+- `OptarenaError` and its input subclasses (`SpecError`, `UnknownNameError`, `LedgerError`,
+  `RecordError`): bad input, a file, a field or a name that is not what was expected;
+- `TaskPackageError`: the task package is broken as shipped (its baseline fails);
+- `MissingPrerequisiteError` (`AgentNotInstalledError`): this machine lacks something the
+  work needs (git, a compiler, a device, an agent's executable).
+"""
 
 from __future__ import annotations
 
@@ -31,7 +39,12 @@ class UnknownNameError(OptarenaError):
         super().__init__(f"unknown {kind} '{name}'; known {kind}s: {listing}")
 
 
-class AgentNotInstalledError(OptarenaError):
+class MissingPrerequisiteError(OptarenaError):
+    """Something this machine lacks that the asked-for work needs (git, valgrind, a compiler,
+    a device, a package); the message names it and what needs it."""
+
+
+class AgentNotInstalledError(MissingPrerequisiteError):
     """An agent's executable is not on PATH; the message says how to install it."""
 
     def __init__(self, agent: str, binary: str, install_hint: str | None) -> None:
@@ -44,3 +57,13 @@ class AgentNotInstalledError(OptarenaError):
 
 class LedgerError(OptarenaError):
     """The ledger cannot be opened or used as asked (schema too new, unknown trial, ...)."""
+
+
+class RecordError(LedgerError):
+    """A stored record that cannot be read: not JSON, a newer version, a field that does not
+    fit; the message names where it was read from and the field."""
+
+
+class TaskPackageError(OptarenaError):
+    """A task package that is broken as shipped (its baseline fails its own oracle, a control
+    does not behave as declared): the task's fault, not the user's input nor the candidate's."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -51,8 +52,9 @@ def _run(tmp_path: Path, script: str, wall_s: float = 20.0, **kw: str) -> AgentO
     ws, logs = tmp_path / "ws", tmp_path / "logs"
     ws.mkdir(exist_ok=True)
     runner = CommandRunner(f"sh -c '{script}'", **kw)
-    runner.prepare(RunContext("t-1", "rmsnorm", ws, logs, env={"METER_URL": "http://m"}))
-    return runner.run(ws, "do the task", AgentLimits(wall_s=wall_s), logs)
+    base = RunContext.bare(ws, logs, trial_id="t-1", task_id="rmsnorm")
+    context = replace(base, env={"METER_URL": "http://m"})
+    return runner.run(context, "do the task", AgentLimits(wall_s=wall_s))
 
 
 def test_a_completed_run_with_logs_env_and_usage(tmp_path: Path) -> None:
@@ -114,3 +116,29 @@ def test_cpu_time_comes_from_the_os(tmp_path: Path) -> None:
     out = _run(tmp_path, "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done")
     assert out.cpu_s is not None and out.cpu_s > 0.05
     assert out.cpu_s <= out.wall_s * 1.5 + 0.1
+
+
+def test_the_upstream_is_the_given_one_else_the_users_else_the_public_endpoints() -> None:
+    assert CommandRunner("sh -c true", upstream="http://up:1").upstream({}) == "http://up:1"
+    mine = {"ANTHROPIC_BASE_URL": "http://a:2", "OPENAI_BASE_URL": "http://o:3/v1"}
+    assert CommandRunner("sh -c true").upstream(mine) == {
+        "anthropic": "http://a:2",
+        "openai": "http://o:3/v1",
+    }
+    assert CommandRunner("sh -c true").upstream({}) == {
+        "anthropic": "https://api.anthropic.com",
+        "openai": "https://api.openai.com",
+    }
+    assert CommandRunner("sh -c true", meter="false").upstream(mine) is None
+    with pytest.raises(OptarenaError, match="meter: expected true or false"):
+        CommandRunner("sh -c true", meter="maybe")
+
+
+def test_the_proxy_url_placeholder_and_base_url_variables(tmp_path: Path) -> None:
+    ws, logs = tmp_path / "ws", tmp_path / "logs"
+    ws.mkdir()
+    runner = CommandRunner('sh -c \'echo {proxy_url} "$ANTHROPIC_BASE_URL" "$OPENAI_BASE_URL"\'')
+    context = replace(RunContext.bare(ws, logs), proxy_url="http://127.0.0.1:7")
+    out = runner.run(context, "go", AgentLimits(wall_s=20))
+    line = Path(out.logs["stdout"]).read_text()
+    assert line == "http://127.0.0.1:7 http://127.0.0.1:7 http://127.0.0.1:7/v1\n"

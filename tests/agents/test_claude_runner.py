@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentLimits, create_runner
+from optarena.agents import AgentLimits, RunContext, create_runner, run_metered
 from optarena.agents.claude import ClaudeOptions, ClaudeRunner
 from optarena.errors import OptarenaError
 from optarena.fakemodel import FakeModelServer, make_script
@@ -91,7 +91,8 @@ def test_run_with_a_recorded_stream(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
     with FakeModelServer(make_script("hello")) as fake:
         r = ClaudeRunner(ClaudeOptions(bin=exe, upstream=fake.url))
-        out = r.run(tmp_path / "ws", "go", AgentLimits(wall_s=30), tmp_path / "trial" / "logs")
+        ctx = RunContext.bare(tmp_path / "ws", tmp_path / "trial" / "logs")
+        out = run_metered(r, ctx, "go", AgentLimits(wall_s=30))
     assert out.status == "completed" and out.exit_code == 0
     assert out.session_id == "a1119cb2-9eb6-404c-986d-c1d7b1a6e80e"
     assert out.usage.cost_usd == 0.030860999999999996
@@ -104,7 +105,8 @@ def test_timeout_kills_the_agent(tmp_path: Path) -> None:
     exe = stand_in(tmp_path, "sleep 30 &\nwait")
     (tmp_path / "ws").mkdir()
     r = ClaudeRunner(ClaudeOptions(bin=exe, meter=False, grace_s=0.2))
-    out = r.run(tmp_path / "ws", "go", AgentLimits(wall_s=0.5), tmp_path / "logs")
+    ctx = RunContext.bare(tmp_path / "ws", tmp_path / "logs")
+    out = run_metered(r, ctx, "go", AgentLimits(wall_s=0.5))
     assert out.status == "timeout" and out.metered_usage is None
     assert out.usage.input_tokens is None  # no result line: unknown, not zero
     assert out.wall_s is not None and out.wall_s < 10

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import stat
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentLimits, create_runner
+from optarena.agents import AgentLimits, RunContext, create_runner, run_metered
 from optarena.agents.codex import CodexOptions, CodexRunner
 from optarena.errors import OptarenaError
 from optarena.fakemodel import FakeModelServer, make_script
@@ -76,9 +77,11 @@ def test_run_with_a_recorded_stream_prices_known_models(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
     with FakeModelServer(make_script("hello")) as fake:
         known = CodexRunner(CodexOptions(bin=str(exe), upstream=fake.url, model="gpt-5"))
-        out = known.run(tmp_path / "ws", "go", AgentLimits(wall_s=30), tmp_path / "a" / "logs")
+        ctx = RunContext.bare(tmp_path / "ws", tmp_path / "a" / "logs")
+        out = run_metered(known, ctx, "go", AgentLimits(wall_s=30))
         unknown = CodexRunner(CodexOptions(bin=str(exe), upstream=fake.url, model="gpt-x"))
-        out2 = unknown.run(tmp_path / "ws", "go", AgentLimits(wall_s=30), tmp_path / "b" / "logs")
+        ctx2 = RunContext.bare(tmp_path / "ws", tmp_path / "b" / "logs")
+        out2 = run_metered(unknown, ctx2, "go", AgentLimits(wall_s=30))
     assert out.status == "completed"
     assert out.session_id == "01a23699-925d-7281-b1b0-91ed2ae23c12"
     # gpt-5: 1600 uncached x $1.25 + 8300 cached x $0.125 + 1060 out x $10, per million
@@ -99,7 +102,8 @@ def test_default_model_is_priced_from_what_the_proxy_saw(tmp_path: Path) -> None
                    model="gpt-5", status=200, input_tokens=1, output_tokens=1)
     )  # fmt: skip
     parsed = Parsed(stream.usage, stream.thread_id, "completed", "", {"codex": {}})
-    usage = CodexRunner(CodexOptions()).reported_usage(parsed, session)
+    context = replace(RunContext.bare(tmp_path, tmp_path / "logs"), metered=session.usage)
+    usage = CodexRunner(CodexOptions()).reported_usage(parsed, context)
     assert usage.cost_usd == pytest.approx((1600 * 1.25 + 8300 * 0.125 + 1060 * 10) / 1e6)
     assert parsed.extra["codex"]["cost_source"].endswith(", gpt-5")
     session.proxy.httpd.server_close()

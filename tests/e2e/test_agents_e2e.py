@@ -15,7 +15,7 @@ from optarena.agents import AgentLimits
 from optarena.fakemodel import FakeModelServer, make_script
 from optarena.fakemodel._script import HANG_MARKER
 from optarena.ledger import Ledger, TrialRecord
-from optarena.proxy import CallRecord, calls_of
+from optarena.proxy import CallRecord
 from optarena.runs import TrialConfig, run_trial
 from optarena.tasks import resolve_task
 
@@ -86,7 +86,7 @@ def test_agent_edits_the_task_and_every_token_is_accounted(
     assert [c.path for c in record.changed] == ["solution.py"]
 
     stored = ledger.get(record.id)
-    calls = calls_of(ledger, record.id)
+    calls = ledger.calls(record.id)
     metered, reported = stored.metered_usage, stored.usage
     assert metered is not None and metered.calls == 4
     # the ledger's metered tokens equal the scripted ones (literal: tests/.../USAGE)...
@@ -124,7 +124,7 @@ def test_token_budget_cuts_the_agent_off_and_its_files_are_judged(
         record = trial(agent, agent_bins, fake, ledger, max_tokens=30_000)
     assert record.agent_status == "budget_exceeded", record.agent_detail
     assert "token budget exhausted" in record.agent_detail
-    calls = calls_of(ledger, record.id)
+    calls = ledger.calls(record.id)
     refused = [c for c in calls if c.refused]
     assert refused and refused[0].status == 400
     assert [s.rule for s in fake.served][:3] == ["read", "write", "check"]
@@ -140,7 +140,7 @@ def test_upstream_errors_fail_the_agent_and_are_recorded(
     with FakeModelServer(make_script("upstream-error")) as fake:
         record = trial(agent, agent_bins, fake, ledger)
     assert record.agent_status == "failed", record.agent_detail
-    calls = [c for c in calls_of(ledger, record.id) if c.api != "other"]
+    calls = [c for c in ledger.calls(record.id) if c.api != "other"]
     assert calls and all(c.status == 500 for c in calls)
     assert all(c.error and "scripted upstream failure" in c.error for c in calls)
     assert record.metered_usage is not None and record.metered_usage.cost_usd == 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from optarena.judge import JudgeOptions, judge
+from optarena.qualify import qualify_task
 from optarena.tasks import builtin_task_ids, resolve_task
-from optarena.tasks.qualify import qualify_task
 
 CONTROLS = [(tid, c.name) for tid in builtin_task_ids() for c in resolve_task(tid).spec.controls]
 

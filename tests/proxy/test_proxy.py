@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,21 +106,30 @@ def test_unreachable_upstream_is_a_502_in_the_clients_dialect(tmp_path: Path) ->
     assert s.meter.calls[0].error and "unreachable" in s.meter.calls[0].error
 
 
-def test_calls_reach_the_ledger_and_keys_are_never_stored(
+def test_calls_come_back_as_records_and_keys_are_never_stored(
     fake: FakeModelServer, tmp_path: Path
 ) -> None:
-    from optarena.ledger import Ledger
-    from optarena.proxy import calls_of
-
-    ledger = Ledger.open(tmp_path / "ledger")
-    ledger._conn.execute("PRAGMA foreign_keys = OFF")  # no trial row: this tests the table only
     log = tmp_path / "calls.jsonl"
-    with MeteredSession(fake.url, ProxyLimits(), log, ledger=ledger, trial_id="t1") as s:
+    with MeteredSession(fake.url, ProxyLimits(), log) as s:
         for api in PATHS:
             post(s.url, PATHS[api], body(api, True))
-    rows = calls_of(ledger, "t1")
+    rows = s.calls  # the trial records them (tests/ledger/test_ledger_calls.py)
     assert [r.api for r in rows] == ["anthropic", "responses", "chat"]
     assert all(isinstance(r, CallRecord) and r.input_tokens == 12 for r in rows)
-    dump = sqlite3.connect(ledger.db_path).execute("SELECT * FROM api_calls").fetchall()
-    assert SECRET not in repr(dump) and SECRET not in log.read_text()
-    ledger.close()
+    assert SECRET not in repr(rows) and SECRET not in log.read_text()
+    assert [CallRecord.model_validate_json(line) for line in log.read_text().splitlines()] == rows
+
+
+def test_calls_route_to_their_providers_upstream(tmp_path: Path) -> None:
+    with (
+        FakeModelServer(make_script("hello")) as anthropic,
+        FakeModelServer(make_script("hello")) as openai,
+        MeteredSession(
+            {"anthropic": anthropic.url, "openai": openai.url}, ProxyLimits(), tmp_path / "c.jsonl"
+        ) as s,
+    ):
+        for api in PATHS:
+            status, _, _ = post(s.url, PATHS[api], body(api, False))
+            assert status == 200
+    assert len(anthropic.served) == 1 and len(openai.served) == 2
+    assert [c.api for c in s.calls] == ["anthropic", "responses", "chat"]

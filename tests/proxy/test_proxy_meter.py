@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents._prices import PriceTable, load_prices
 from optarena.errors import SpecError
-from optarena.proxy import CallRecord, Meter, ProxyLimits
+from optarena.proxy import CallRecord, Meter, PriceTable, ProxyLimits, load_prices
 
 PRICES = PriceTable.model_validate(
     {

@@ -15,6 +15,7 @@ import socket
 import statistics
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from optarena.agents import RunContext
@@ -29,8 +30,8 @@ class Port(TrialHook):
     def __init__(self, port: int) -> None:
         self.port = port
 
-    def before_agent(self, context: RunContext) -> None:
-        context.proxy_ports.append(self.port)
+    def before_agent(self, context: RunContext) -> RunContext:
+        return replace(context, proxy_ports=(*context.proxy_ports, self.port))
 
 
 def main(n: int) -> None:

@@ -9,6 +9,7 @@ import http.server
 import os
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -226,9 +227,12 @@ class Proxy(TrialHook):
     def __init__(self, server: Server) -> None:
         self.server = server
 
-    def before_agent(self, context: RunContext) -> None:
-        context.env["PROXY_URL"] = f"http://127.0.0.1:{self.server.port}"
-        context.proxy_ports.append(self.server.port)
+    def before_agent(self, context: RunContext) -> RunContext:
+        return replace(
+            context,
+            env={**context.env, "PROXY_URL": f"http://127.0.0.1:{self.server.port}"},
+            proxy_ports=(*context.proxy_ports, self.server.port),
+        )
 
 
 @pytest.fixture
@@ -264,7 +268,10 @@ def test_no_host_listener_but_the_proxy_is_reachable(
         + FETCH.format(url='"$PROXY_URL/v1/models"')
     )
     config = TrialConfig(
-        task=rmsnorm, agent="command", agent_args={"command": agent(body)}, measure=False
+        task=rmsnorm,
+        agent="command",
+        agent_args={"command": agent(body), "meter": "false"},  # `proxy` stands in for it
+        measure=False,
     )
     rec = run_trial(config, ledger, hooks=[Proxy(proxy)])
     _contained(rec)
@@ -332,7 +339,10 @@ def test_an_honest_agent_is_unaffected(
     )
     proxy, _ = servers
     config = TrialConfig(
-        task=rmsnorm, agent="command", agent_args={"command": agent(body)}, measure=False
+        task=rmsnorm,
+        agent="command",
+        agent_args={"command": agent(body), "meter": "false"},  # `proxy` stands in for it
+        measure=False,
     )
     rec = run_trial(config, ledger, hooks=[Proxy(proxy)])
     _contained(rec)

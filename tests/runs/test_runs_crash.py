@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentOutcome
+from optarena.agents import AgentOutcome, RunContext
 from optarena.agents.command import CommandRunner
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
@@ -70,8 +70,8 @@ def test_an_interrupted_agent_leaves_its_files_kept_and_judgeable(
     optimized = (control("optimized") / "solution.py").read_bytes()
 
     class Stopped(CommandRunner):
-        def run(self, workspace: Path, *args: object, **kw: object) -> AgentOutcome:
-            (workspace / "solution.py").write_bytes(optimized)
+        def run(self, context: RunContext, *args: object, **kw: object) -> AgentOutcome:
+            (context.workspace / "solution.py").write_bytes(optimized)
             raise KeyboardInterrupt  # Ctrl-C while the agent works
 
     config = TrialConfig(task=rmsnorm, agent="command", agent_args={"command": "true"})
@@ -92,9 +92,8 @@ def test_when_nothing_can_be_captured_the_row_keeps_the_start_record_only(
     ledger: Ledger, rmsnorm: Task
 ) -> None:
     class Wrecking(CommandRunner):
-        def run(self, *args: object, **kw: object) -> AgentOutcome:
-            assert self.context is not None
-            shutil.rmtree(self.context.logs_dir.parent / "shadow.git")  # capture cannot work
+        def run(self, context: RunContext, *args: object, **kw: object) -> AgentOutcome:
+            shutil.rmtree(context.paths.shadow)  # capture cannot work
             raise KeyboardInterrupt
 
     config = TrialConfig(task=rmsnorm, agent="command", agent_args={"command": "true"})

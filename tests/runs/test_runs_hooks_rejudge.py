@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,11 @@ class FakeMeter(TrialHook):
     def __init__(self) -> None:
         self.seen: RunContext | None = None
 
-    def before_agent(self, context: RunContext) -> None:
-        self.seen = context
-        context.env["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"
+    def before_agent(self, context: RunContext) -> RunContext:
+        self.seen = replace(
+            context, env={**context.env, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+        )
+        return self.seen
 
     def after_agent(self, context: RunContext, outcome: AgentOutcome) -> AgentOutcome:
         metered = Usage(source="metered", calls=3, input_tokens=1200)
@@ -40,7 +43,7 @@ def test_a_hook_reaches_the_agent_and_reports_metered_usage(
     )
     rec = run_trial(config, ledger, hooks=[meter])
     assert meter.seen is not None and meter.seen.trial_id == rec.id
-    assert meter.seen.ledger is ledger  # a runner or hook records per-call rows against it
+    assert meter.seen.paths.work == ledger.work_dir(rec.id)  # the trial's paths, documented
     stdout = ledger.store.read_text(rec.artifacts["logs/stdout.log"])
     assert stdout == "http://127.0.0.1:9/v1\n"
     assert rec.metered_usage is not None and rec.metered_usage.calls == 3

@@ -1,17 +1,10 @@
-"""Agent runners: the interface, the registry, and the `command` and `replay` runners.
+"""Agent runners: the interface, the registry, metering, and the `command` and `replay` runners.
 
 Real agents (`claude`, `codex`) live in their own modules and are imported only when asked for.
 """
 
-from optarena.agents._base import (
-    AgentLimits,
-    AgentOutcome,
-    AgentRunner,
-    AgentStatus,
-    RunContext,
-    SandboxSpec,
-    Usage,
-)
+from optarena.agents._base import AgentRunner, RunContext, SandboxSpec
+from optarena.agents._metering import proxy_limits, run_metered, with_metering
 from optarena.agents._process import ProcessResult, run_logged
 from optarena.agents._registry import (
     RUNNERS,
@@ -20,6 +13,7 @@ from optarena.agents._registry import (
     runner_class,
     runner_ref,
 )
+from optarena.records import AgentLimits, AgentOutcome, AgentStatus, Usage
 
 __all__ = [
     "RUNNERS",
@@ -33,7 +27,10 @@ __all__ = [
     "Usage",
     "create_runner",
     "known_runners",
+    "proxy_limits",
     "run_logged",
+    "run_metered",
     "runner_class",
     "runner_ref",
+    "with_metering",
 ]

@@ -1,90 +1,30 @@
-"""The agent-runner interface: what every runner (claude, codex, command, replay) returns.
+"""The agent-runner interface every runner (claude, codex, command, replay) implements.
 
-Unknown is None, never zero: a runner that cannot tell how many tokens were used leaves the
-field None, and reports and sums treat None as unknown.
+One protocol: `run(context, prompt, limits) -> AgentOutcome`. The context is immutable and
+says everything about the trial a runner may use: its paths (`TrialPaths`), extra environment,
+how to contain the agent, and the trial's metering proxy. A runner never writes the ledger; it
+returns what it knows and the trial records it. What runners are given and return
+(`AgentLimits`, `AgentOutcome`, ...) are records (`optarena.records`).
+
+Metering is one mechanism for every runner (`optarena.agents.run_metered`): a runner that
+talks to a model API says where its calls should go (`upstream`), the trial starts the proxy,
+and the runner points the agent at `context.proxy_url`.
 """
 
 from __future__ import annotations
 
 import shutil
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 from optarena.errors import AgentNotInstalledError, OptarenaError
+from optarena.proxy import Upstreams
+from optarena.records import AgentLimits, AgentOutcome, TrialPaths, Usage
 from optarena.sandbox import AgentSandbox, AgentSandboxPolicy
-
-if TYPE_CHECKING:
-    from optarena.ledger import Ledger
-
-AgentStatus = Literal["completed", "failed", "timeout", "budget_exceeded", "crashed"]
-
-
-class Usage(BaseModel):
-    """Tokens, cost and activity of one agent run. Every field None when unknown."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    source: str = Field(
-        default="unknown",
-        description="where the numbers come from: agent-reported | metered | usage-file | unknown",
-    )
-    input_tokens: int | None = Field(default=None, description="uncached input tokens")
-    output_tokens: int | None = Field(default=None, description="output tokens, reasoning incl.")
-    cache_read_tokens: int | None = None
-    cache_write_tokens: int | None = None
-    reasoning_tokens: int | None = Field(default=None, description="part of output_tokens")
-    cost_usd: float | None = None
-    calls: int | None = Field(default=None, description="model API calls")
-    turns: int | None = None
-    tool_calls: dict[str, int] | None = Field(default=None, description="tool name -> count")
-    models: dict[str, dict[str, Any]] | None = Field(default=None, description="per-model usage")
-
-
-class AgentLimits(BaseModel):
-    """What a run may spend. None means no limit of that kind."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    wall_s: float = Field(default=1800.0, gt=0, description="wall time; the tree is killed after")
-    max_turns: int | None = Field(default=None, ge=1)
-    max_cost_usd: float | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_calls: int | None = Field(default=None, ge=1)
-    max_processes: int | None = Field(
-        default=None,
-        ge=8,
-        description="processes and threads of the agent's whole tree at once (its sandbox's "
-        "pids.max and RLIMIT_NPROC); None: the sandbox's default",
-    )
-
-
-class AgentOutcome(BaseModel):
-    """How the agent's run ended. Separate from the judge's verdict on what it delivered."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    status: AgentStatus
-    exit_code: int | None = None
-    logs: dict[str, str] = Field(default_factory=dict, description="log name -> file path")
-    session_id: str | None = None
-    usage: Usage = Field(default_factory=Usage)
-    metered_usage: Usage | None = Field(
-        default=None, description="measured by optarena's metering proxy; None: no proxy ran"
-    )
-    wall_s: float | None = None
-    cpu_s: float | None = Field(default=None, description="the agent tree's CPU time, from the OS")
-    detail: str = ""
-    sandbox: dict[str, Any] | None = Field(
-        default=None,
-        description="containment measures active for the agent's processes (AgentSandbox "
-        "report); None: the runner started no process in an agent sandbox",
-    )
-    extra: dict[str, Any] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -97,28 +37,54 @@ class SandboxSpec:
     home: Path | None = None  # the agent's private HOME, writable
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunContext:
-    """What the trial lifecycle tells a runner before `run`: which trial this is, where it
-    records, and extra environment for the agent's processes.
+    """What the trial tells a runner for one `run`: which trial, where its files go, extra
+    environment for the agent's processes, how to contain them, and the metering proxy.
 
-    `env` is how a trial hook (e.g. a metering proxy started before the agent) reaches the
-    agent: runners add it to the environment of every process they start. `ledger` lets a
-    runner record per-call data (e.g. rows of an `api_calls` table) against `trial_id`.
-    `sandbox` says how to contain the agent (None: not at all, as in a runner's unit test);
-    `proxy_ports` are host loopback ports a hook opened for the agent (inside the sandbox's
-    network namespace, nothing else on the host is reachable).
+    `env` is how a trial hook (started before the agent) reaches it: runners add it to the
+    environment of every process they start. `sandbox` says how to contain the agent (None:
+    not at all, as in a runner's unit test). `proxy_url` is the trial's metering proxy (None:
+    no proxy runs); `proxy_ports` are host loopback ports opened for the agent (inside the
+    sandbox's network namespace nothing else on the host is reachable). `metered` reads what
+    the proxy has metered so far (a runner that prices its own report uses it).
     """
 
     trial_id: str
     task_id: str
-    workspace: Path
-    logs_dir: Path
-    env: dict[str, str] = field(default_factory=dict)
-    ledger: Ledger | None = None
-    data: dict[str, Any] = field(default_factory=dict)
+    paths: TrialPaths
+    env: Mapping[str, str] = field(default_factory=dict)
     sandbox: SandboxSpec | None = None
-    proxy_ports: list[int] = field(default_factory=list)
+    proxy_url: str | None = None
+    proxy_ports: tuple[int, ...] = ()
+    metered: Callable[[], Usage] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+        object.__setattr__(self, "proxy_ports", tuple(self.proxy_ports))
+
+    @classmethod
+    def bare(cls, workspace: Path, logs: Path, trial_id: str = "", task_id: str = "") -> RunContext:
+        """A context outside any trial (a runner's unit test, a one-off run): no sandbox, no
+        proxy; the work directory is the parent of `logs`."""
+        work = logs.parent
+        paths = TrialPaths(
+            work=work,
+            workspace=workspace,
+            logs=logs,
+            home=work / "home",
+            candidate=work / "candidate",
+            shadow=work / "shadow.git",
+        )
+        return cls(trial_id, task_id, paths)
+
+    @property
+    def workspace(self) -> Path:
+        return self.paths.workspace
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.paths.logs
 
     def agent_sandbox(
         self,
@@ -152,8 +118,6 @@ class AgentRunner(ABC):
     binary: ClassVar[str | None] = None  # the executable the runner needs on PATH, if any
     install_hint: ClassVar[str | None] = None  # how to install `binary`, shown when missing
 
-    context: RunContext | None = None
-
     @classmethod
     def from_args(cls, args: Mapping[str, str]) -> AgentRunner:
         """Build from `--agent-arg key=value` pairs; runners with typed options override."""
@@ -180,20 +144,20 @@ class AgentRunner(ABC):
         """The options this runner was built with, as recorded in the ledger."""
         return {}
 
-    def prepare(self, context: RunContext) -> None:
-        """Called once before `run` with the trial's context; keep it for `run`."""
-        self.context = context
+    def upstream(self, env: Mapping[str, str]) -> Upstreams | None:
+        """Where the metering proxy forwards this runner's model calls: one base URL, or one
+        per provider (`env`: the agent's environment before the proxy); None: no proxy (the
+        runner calls no model, or metering was turned off). Default: None."""
+        return None
 
     @abstractmethod
     def version(self) -> str | None:
         """The agent's own version string, or None when it cannot be known."""
 
     @abstractmethod
-    def run(
-        self, workspace: Path, prompt: str, limits: AgentLimits, logs_dir: Path
-    ) -> AgentOutcome:
-        """Work in `workspace` on `prompt`; write logs under `logs_dir`; never raise for the
-        agent's own failures (they are an outcome), only for bad configuration."""
+    def run(self, context: RunContext, prompt: str, limits: AgentLimits) -> AgentOutcome:
+        """Work in `context.workspace` on `prompt`; write logs under `context.logs_dir`; never
+        raise for the agent's own failures (they are an outcome), only for bad configuration."""
 
 
 def _arg_problem(cls: type, args: Mapping[str, str], error: TypeError) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optarena.agents._base import Usage
+from optarena.records import Usage
 
 
 class ClaudeStream(BaseModel):

@@ -1,6 +1,7 @@
 """What the Claude Code and Codex runners share: typed options from `--agent-arg key=value`,
-finding the executable, a private config home per trial, the metering proxy around the run,
-and the run itself (closed stdin, own session, whole tree killed on timeout).
+finding the executable, a private config home per trial, where the metering proxy forwards
+(the proxy itself is the trial's, `optarena.agents.run_metered`), and the run itself (closed
+stdin, own session, whole tree killed on timeout).
 
 A subclass says how to build the command line and environment, and how to read the agent's
 own output into a usage record and a status.
@@ -8,7 +9,6 @@ own output into a usage record and a status.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -20,14 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, get_origin
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from optarena.agents._base import AgentLimits, AgentOutcome, AgentRunner, AgentStatus, Usage
+from optarena.agents._base import AgentRunner, RunContext
 from optarena.agents._process import ProcessResult, run_logged
 from optarena.errors import AgentNotInstalledError, OptarenaError
-from optarena.proxy import MeteredSession, ProxyLimits
+from optarena.records import AgentLimits, AgentOutcome, AgentStatus, Usage
 from optarena.sandbox import AgentSandbox
 
 NPM_CACHE_ENV = "OPTARENA_NPM_CACHE"
@@ -191,129 +190,95 @@ class CliAgentRunner(AgentRunner):
     def prepare_home(self, home: Path) -> None:
         """Write what the agent's config home needs before the run (default: nothing)."""
 
-    def reported_usage(self, parsed: Parsed, session: MeteredSession | None) -> Usage:
+    def reported_usage(self, parsed: Parsed, context: RunContext) -> Usage:
         """The agent-reported usage as recorded (a subclass may price it); default: as is."""
         return parsed.usage
 
+    def upstream(self, env: Mapping[str, str]) -> str | None:
+        if not self.options.meter:
+            return None
+        return self.options.upstream or self.default_upstream(dict(env) | self.options.env)
+
     # ---- the run -------------------------------------------------------------------------
 
-    def run(
-        self, workspace: Path, prompt: str, limits: AgentLimits, logs_dir: Path
-    ) -> AgentOutcome:
+    def run(self, context: RunContext, prompt: str, limits: AgentLimits) -> AgentOutcome:
         exe = self.executable()
         if exe is None:
             self.check_available()  # raises with the install hint
             raise AssertionError("unreachable")
+        workspace, logs_dir = context.workspace, context.logs_dir
         logs_dir.mkdir(parents=True, exist_ok=True)
         (logs_dir / "prompt.md").write_text(prompt, encoding="utf-8")
-        home = None if self.options.user_config else logs_dir.parent / f"{self.name}-home"
+        home = None if self.options.user_config else context.paths.config_home(self.name)
         if home is not None:
             home.mkdir(parents=True, exist_ok=True)
             self.prepare_home(home)
         logs = {"stdout": logs_dir / f"{self.name}.jsonl", "stderr": logs_dir / "stderr.log"}
-        with contextlib.ExitStack() as stack:
-            session = self._session(limits, logs_dir, stack)
-            api_url = session.url if session else None
-            argv = self.command(exe, workspace, prompt, limits, api_url)
-            env = self._full_env(home, api_url)
-            sandbox = self._sandbox(exe, workspace, home, session)
-            result = run_logged(
-                argv, cwd=workspace, env=env, wall_s=limits.wall_s,
-                stdout_path=logs["stdout"], stderr_path=logs["stderr"],
-                grace_s=self.options.grace_s, sandbox=sandbox,
-            )  # fmt: skip
-        if session is not None:
-            logs["api_calls"] = session.log_path
-        return self._outcome(result, self.parse(logs["stdout"]), session, logs, argv, home)
+        api_url = context.proxy_url
+        argv = self.command(exe, workspace, prompt, limits, api_url)
+        env = self._full_env(context, home, api_url)
+        sandbox = self._sandbox(context, exe, home)
+        result = run_logged(
+            argv, cwd=workspace, env=env, wall_s=limits.wall_s,
+            stdout_path=logs["stdout"], stderr_path=logs["stderr"],
+            grace_s=self.options.grace_s, sandbox=sandbox,
+        )  # fmt: skip
+        return self._outcome(context, result, self.parse(logs["stdout"]), logs, argv, home)
 
-    def _sandbox(
-        self, exe: str, workspace: Path, home: Path | None, session: MeteredSession | None
-    ) -> AgentSandbox | None:
+    def _sandbox(self, context: RunContext, exe: str, home: Path | None) -> AgentSandbox | None:
         """The agent sandbox for this run: the workspace and the private config home are
         writable, the CLI's own installation readable, the metering proxy reachable."""
-        ctx = self.context
-        if ctx is None or ctx.sandbox is None or not ctx.sandbox.policy.enabled:
+        spec = context.sandbox
+        if spec is None or not spec.policy.enabled:
             return None
         if home is None:
             raise OptarenaError(
                 f"agent '{self.name}': user_config=true gives the agent your own config home, "
                 "which the agent sandbox keeps read-only; pass --no-agent-sandbox as well"
             )
-        port = urlsplit(session.url).port if session is not None else None
-        ports = [port] if port else []
-        return ctx.agent_sandbox([workspace, home], readable=installation_of(exe), ports=ports)
+        return context.agent_sandbox([context.workspace, home], readable=installation_of(exe))
 
-    def _session(
-        self, limits: AgentLimits, logs_dir: Path, stack: contextlib.ExitStack
-    ) -> MeteredSession | None:
-        if not self.options.meter:
-            return None
-        env = dict(os.environ) | self.options.env
-        upstream = self.options.upstream or self.default_upstream(env)
-        proxy_limits = ProxyLimits(
-            max_calls=limits.max_calls,
-            max_tokens=limits.max_tokens,
-            max_cost_usd=limits.max_cost_usd,
-        )
-        ctx = self.context
-        session = MeteredSession(
-            upstream.removesuffix("/").removesuffix("/v1"),
-            proxy_limits,
-            logs_dir / "api_calls.jsonl",
-            ledger=ctx.ledger if ctx else None,
-            trial_id=ctx.trial_id if ctx else None,
-        )
-        return stack.enter_context(session)
-
-    def _full_env(self, home: Path | None, api_url: str | None) -> dict[str, str]:
+    def _full_env(
+        self, context: RunContext, home: Path | None, api_url: str | None
+    ) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(self.context.env if self.context else {})
+        env.update(context.env)
         env.update(self.environment(home, api_url))
         env.update(self.options.env)
         return env
 
     def _outcome(
         self,
+        context: RunContext,
         result: ProcessResult,
         parsed: Parsed,
-        session: MeteredSession | None,
         logs: dict[str, Path],
         argv: list[str],
         home: Path | None,
     ) -> AgentOutcome:
-        status, detail = decide_status(result, parsed, session)
-        notes = list(session.notes) if session else []
-        if session and session.unpriced_models():
-            notes.append(f"no price for {', '.join(session.unpriced_models())}: cost unknown")
+        status, detail = decide_status(result, parsed)
         extra: dict[str, Any] = {"argv": argv, "config_home": str(home) if home else None}
-        if session is not None:
-            extra["proxy"] = {"url": session.url, "refusals": session.refusals}
         return AgentOutcome(
             sandbox=result.sandbox,
             status=status,
             exit_code=result.exit_code,
             logs={k: str(v) for k, v in logs.items()},
             session_id=parsed.session_id,
-            usage=self.reported_usage(parsed, session),
-            metered_usage=session.usage() if session else None,
+            usage=self.reported_usage(parsed, context),
             wall_s=result.wall_s,
             cpu_s=result.cpu_s,
-            detail="; ".join(d for d in [detail, *notes] if d),
+            detail=detail,
             extra=extra | parsed.extra,
         )
 
 
-def decide_status(
-    result: ProcessResult, parsed: Parsed, session: MeteredSession | None
-) -> tuple[AgentStatus, str]:
-    """Timeout first (we killed it), then a budget the proxy enforced, then what the agent
-    said about its own end, then its exit status."""
+def decide_status(result: ProcessResult, parsed: Parsed) -> tuple[AgentStatus, str]:
+    """Timeout first (we killed it), then what the agent said about its own end, then its exit
+    status. (A budget the proxy enforced comes after, in `with_metering`.)"""
     from optarena.agents._process import status_of
 
     if result.timed_out:
         return status_of(result)
-    if session is not None and session.refusals:
-        return "budget_exceeded", f"the metering proxy refused a call: {session.refusals[0]}"
     if parsed.status is not None:
         return parsed.status, parsed.detail
     status, detail = status_of(result)

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from optarena.agents._base import AgentStatus
+from optarena.records import AgentStatus
 from optarena.sandbox import AgentSandbox, kill_tree, spawn
 
 

@@ -23,10 +23,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from optarena.agents._base import AgentLimits, AgentStatus
 from optarena.agents._claude_stream import ClaudeStream, parse_claude_stream
 from optarena.agents._cli_agent import CliAgentOptions, CliAgentRunner, Parsed
 from optarena.errors import OptarenaError
+from optarena.records import AgentLimits, AgentStatus
 
 PINNED = "@anthropic-ai/claude-code@2.1.197"
 BYPASS_MODES = ("bypassPermissions",)

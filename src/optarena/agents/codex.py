@@ -22,12 +22,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from optarena.agents._base import AgentLimits, AgentStatus, Usage
+from optarena.agents._base import RunContext
 from optarena.agents._cli_agent import CliAgentOptions, CliAgentRunner, Parsed
 from optarena.agents._codex_stream import CodexStream, parse_codex_stream
-from optarena.agents._prices import load_prices
 from optarena.errors import OptarenaError
-from optarena.proxy import MeteredSession
+from optarena.proxy import load_prices
+from optarena.records import AgentLimits, AgentStatus, Usage
 
 PINNED = "@openai/codex@0.171.0"
 PROVIDER = "optarena"
@@ -152,12 +152,12 @@ class CodexRunner(CliAgentRunner):
         }
         return Parsed(stream.usage, stream.thread_id, status, detail, extra)
 
-    def reported_usage(self, parsed: Parsed, session: MeteredSession | None) -> Usage:
+    def reported_usage(self, parsed: Parsed, context: RunContext) -> Usage:
         """Codex reports no cost: price its tokens with the model it was given, else the one
         model the proxy saw it use; unknown when neither is priced."""
         model = self.options.model
-        if model is None and session is not None:
-            seen = set((session.usage().models or {}).keys())
+        if model is None and context.metered is not None:
+            seen = set((context.metered().models or {}).keys())
             model = seen.pop() if len(seen) == 1 else None
         u = parsed.usage
         prices = load_prices()

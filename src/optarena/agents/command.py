@@ -4,7 +4,8 @@
 
 Placeholders (Python format syntax; write `{{` and `}}` for literal braces): `{prompt_file}`
 (the prompt, as a file), `{workspace}`, `{logs_dir}` (files written there are kept as the
-trial's logs), `{usage_file}`, `{timeout_s}`, `{trial_id}`. The template is split like a shell
+trial's logs), `{usage_file}`, `{timeout_s}`, `{trial_id}`, `{proxy_url}` (the trial's
+metering proxy; empty with `meter=false`). The template is split like a shell
 command line first, so a placeholder's value stays one argument even with spaces in it; it is
 not run through a shell (use `sh -c '...'` for that).
 
@@ -13,10 +14,19 @@ write its workspace, `{logs_dir}` and its private `$HOME`, and nothing else; fil
 command line (an agent script, say) stay readable wherever they are; of the network only the
 ports a trial hook opened (`RunContext.proxy_ports`) are reachable, at 127.0.0.1.
 
-Usage is unknown unless the command writes a JSON object with `Usage` fields (input_tokens,
+Its model calls are metered and limited exactly like Claude Code's (`optarena.agents.
+run_metered`): the trial starts a metering proxy, and the command finds it in `{proxy_url}`
+and in `ANTHROPIC_BASE_URL` and `OPENAI_BASE_URL` (`{proxy_url}/v1`, as the OpenAI SDK
+expects). The proxy forwards to `--agent-arg upstream=URL`, by default to the user's own
+`ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL`, else to the providers' public endpoints (Anthropic's
+API calls to one, OpenAI's to the other). `--agent-arg meter=false` runs it without a proxy.
+A command that calls no model records zero metered calls.
+
+Its own usage is unknown unless the command writes a JSON object with `Usage` fields (input_tokens,
 output_tokens, cost_usd, calls, ...) to `{usage_file}` (default `{logs_dir}/usage.json`,
 or `--agent-arg usage_file=PATH`, relative to `{logs_dir}`; keep it out of the workspace,
-where it would be a change outside the editable scope).
+where it would be a change outside the editable scope). That report stays beside the metered
+figures (`usage` and `metered_usage` of the record), never merged with them.
 """
 
 from __future__ import annotations
@@ -25,16 +35,22 @@ import json
 import os
 import shlex
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from optarena.agents._base import AgentLimits, AgentOutcome, AgentRunner, Usage
+from optarena.agents._base import AgentRunner, RunContext
 from optarena.agents._process import run_logged, status_of
 from optarena.errors import AgentNotInstalledError, OptarenaError
+from optarena.proxy import Upstreams
+from optarena.records import AgentLimits, AgentOutcome, Usage
 
-PLACEHOLDERS = ("prompt_file", "workspace", "logs_dir", "usage_file", "timeout_s", "trial_id")
+PLACEHOLDERS = (
+    "prompt_file", "workspace", "logs_dir", "usage_file", "timeout_s", "trial_id", "proxy_url",
+)  # fmt: skip
+PUBLIC_ENDPOINTS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
 
 
 def usage_from_json(data: object) -> tuple[Usage, list[str]]:
@@ -109,8 +125,12 @@ class CommandRunner(AgentRunner):
         version: str | None = None,
         model: str | None = None,
         grace_s: float | str = 1.0,
+        upstream: str | None = None,
+        meter: bool | str = True,
     ) -> None:
         self.command = command
+        self.upstream_url = upstream
+        self.meter = _flag("meter", meter)
         self.usage_file = usage_file
         self._version = version
         self._model = model
@@ -128,7 +148,22 @@ class CommandRunner(AgentRunner):
         out: dict[str, Any] = {"command": self.command}
         if self.usage_file:
             out["usage_file"] = self.usage_file
+        if self.upstream_url:
+            out["upstream"] = self.upstream_url
+        if not self.meter:
+            out["meter"] = False
         return out
+
+    def upstream(self, env: Mapping[str, str]) -> Upstreams | None:
+        """The given upstream; else the user's own base URLs, else the public endpoints."""
+        if not self.meter:
+            return None
+        if self.upstream_url:
+            return self.upstream_url
+        return {
+            "anthropic": env.get("ANTHROPIC_BASE_URL") or PUBLIC_ENDPOINTS["anthropic"],
+            "openai": env.get("OPENAI_BASE_URL") or PUBLIC_ENDPOINTS["openai"],
+        }
 
     def check_available(self) -> None:
         exe = self._argv0
@@ -138,9 +173,8 @@ class CommandRunner(AgentRunner):
                 self.name, exe, "put it on PATH or give its full path in --command"
             )
 
-    def run(
-        self, workspace: Path, prompt: str, limits: AgentLimits, logs_dir: Path
-    ) -> AgentOutcome:
+    def run(self, context: RunContext, prompt: str, limits: AgentLimits) -> AgentOutcome:
+        workspace, logs_dir = context.workspace, context.logs_dir
         logs_dir.mkdir(parents=True, exist_ok=True)
         prompt_file = logs_dir / "prompt.md"
         prompt_file.write_text(prompt, encoding="utf-8")
@@ -149,19 +183,22 @@ class CommandRunner(AgentRunner):
             "workspace": str(workspace),
             "logs_dir": str(logs_dir),
             "timeout_s": f"{limits.wall_s:g}",
-            "trial_id": self.context.trial_id if self.context else "",
+            "trial_id": context.trial_id,
+            "proxy_url": context.proxy_url or "",
         }
         usage_path = logs_dir / Path(self.usage_file or "usage.json").expanduser()
         values["usage_file"] = str(usage_path)
         usage_before = _stamp(usage_path)
         argv = render_template(self.command, values)
-        env = {**os.environ, **(self.context.env if self.context else {})}
+        env = dict(os.environ)
+        if context.proxy_url:
+            env["ANTHROPIC_BASE_URL"] = context.proxy_url
+            env["OPENAI_BASE_URL"] = f"{context.proxy_url}/v1"
+        env.update(context.env)  # what a trial hook sets explicitly wins
         env.update({f"OPTARENA_{k.upper()}": v for k, v in values.items()})
         logs = {"stdout": logs_dir / "stdout.log", "stderr": logs_dir / "stderr.log"}
-        sandbox = None
-        if self.context is not None:
-            named = [Path(a) for a in argv if os.path.isabs(a) and os.path.exists(a)]
-            sandbox = self.context.agent_sandbox([workspace, logs_dir], readable=named)
+        named = [Path(a) for a in argv if os.path.isabs(a) and os.path.exists(a)]
+        sandbox = context.agent_sandbox([workspace, logs_dir], readable=named)
         result = run_logged(
             argv,
             cwd=workspace,
@@ -185,3 +222,15 @@ class CommandRunner(AgentRunner):
             sandbox=result.sandbox,
             extra={"argv": argv},
         )
+
+
+def _flag(name: str, value: bool | str) -> bool:
+    """A boolean `--agent-arg` (true/false, yes/no, 1/0)."""
+    if isinstance(value, bool):
+        return value
+    text = value.strip().lower()
+    if text in ("true", "yes", "1", "on"):
+        return True
+    if text in ("false", "no", "0", "off"):
+        return False
+    raise OptarenaError(f"--agent-arg {name}: expected true or false, not '{value}'")

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from optarena import __version__
-from optarena.agents._base import AgentLimits, AgentOutcome, AgentRunner
-from optarena.errors import OptarenaError
+from optarena.agents._base import AgentRunner, RunContext
+from optarena.errors import MissingPrerequisiteError, OptarenaError
 from optarena.identity import hash_tree, sha256_bytes, tree_files
+from optarena.records import AgentLimits, AgentOutcome
 
 
 class ReplayRunner(AgentRunner):
@@ -43,11 +44,10 @@ class ReplayRunner(AgentRunner):
         if not self.source.exists():
             raise OptarenaError(f"replay source {self.source} does not exist")
         if self.source.is_file() and shutil.which("git") is None:
-            raise OptarenaError("replaying a patch needs 'git' on PATH")
+            raise MissingPrerequisiteError("replaying a patch needs 'git' on PATH")
 
-    def run(
-        self, workspace: Path, prompt: str, limits: AgentLimits, logs_dir: Path
-    ) -> AgentOutcome:
+    def run(self, context: RunContext, prompt: str, limits: AgentLimits) -> AgentOutcome:
+        workspace, logs_dir = context.workspace, context.logs_dir
         logs_dir.mkdir(parents=True, exist_ok=True)
         log = logs_dir / "replay.log"
         t0 = time.monotonic()

@@ -8,21 +8,22 @@ from __future__ import annotations
 import sqlite3
 import sys
 
+# The modules that register commands on `app` when imported, named here rather than found by
+# scanning the package, so a command module is registered on purpose (in `--help` order).
+from optarena.cli import (  # noqa: F401
+    _compare,
+    _experiments,
+    _external,
+    _harness,
+    _judge,
+    _mcp,
+    _proxy,
+    _tasks,
+    _trials,
+)
 from optarena.cli._app import app, console, err_console, interrupt_reported, unwrap_all_help
 from optarena.errors import OptarenaError
 
-
-def _register_commands() -> None:
-    """Every `optarena/cli/_*.py` module registers its commands on `app` when imported."""
-    import importlib
-    import pkgutil
-
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_") and info.name not in ("_app", "_render"):
-            importlib.import_module(f"{__name__}.{info.name}")
-
-
-_register_commands()
 unwrap_all_help(app)
 
 

@@ -31,7 +31,7 @@ LedgerOpt = Annotated[
 
 
 def _home(ledger: Path | None) -> Path:
-    from optarena.ledger._paths import default_home
+    from optarena.ledger import default_home
 
     return (ledger or default_home()).expanduser()
 

@@ -54,8 +54,7 @@ def show_external(frozen: Path, as_json: bool) -> None:
 def judge_external_cmd(
     frozen_path: Path, candidate: Path, as_json: bool, seed: int | None, no_measure: bool
 ) -> NoReturn:
-    from optarena.judge._external import judge_external
-    from optarena.judge._seal import verify_judge
+    from optarena.judge import judge_external, verify_judge
     from optarena.tasks.external import load_frozen
 
     f = load_frozen(frozen_path)

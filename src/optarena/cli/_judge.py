@@ -12,8 +12,7 @@ from optarena.cli._app import app, console, err_console
 from optarena.cli._compare import BudgetOpt, EffectOpt
 from optarena.cli._render import brief, judge_summary
 from optarena.cli._speed_view import metrics_view, progress_bar
-from optarena.judge import JudgeOptions, judge
-from optarena.judge._seal import verify_judge
+from optarena.judge import JudgeOptions, judge, verify_judge
 from optarena.tasks import resolve_task
 
 

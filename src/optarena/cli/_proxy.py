@@ -40,8 +40,7 @@ def proxy_cmd(
     """Forward model-API calls to UPSTREAM, meter each one, enforce limits. Point an agent at
     it (ANTHROPIC_BASE_URL=http://127.0.0.1:PORT, or a Codex provider with base_url
     http://127.0.0.1:PORT/v1). API keys pass through and are never written down."""
-    from optarena.agents._prices import load_prices
-    from optarena.proxy import Meter, MeteringProxy, ProxyLimits
+    from optarena.proxy import Meter, MeteringProxy, ProxyLimits, load_prices
 
     limits = ProxyLimits(max_calls=max_calls, max_tokens=max_tokens, max_cost_usd=max_cost_usd)
     meter = Meter(limits, load_prices(prices), log)

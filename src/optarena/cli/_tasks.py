@@ -13,8 +13,8 @@ from rich.table import Table
 from optarena.cli._app import app, console, err_console, task_app
 from optarena.cli._render import task_table, verdict_markup
 from optarena.errors import OptarenaError
+from optarena.qualify import QUALIFY_AA_BUDGET_S, qualify_task
 from optarena.tasks import builtin_task_ids, resolve_task, unmet_requirements
-from optarena.tasks.qualify import QUALIFY_AA_BUDGET_S, qualify_task
 
 
 @app.command("tasks")

@@ -21,7 +21,7 @@ from optarena.cli._trial_views import (
     trials_table,
 )
 from optarena.errors import OptarenaError
-from optarena.ledger import Ledger, TrialRecord, TrialState, Verdict
+from optarena.ledger import Ledger, TrialRecord, TrialState, TrialVerdict
 from optarena.runs import TrialConfig, TrialInterrupted, rejudge, run_trial
 from optarena.tasks import resolve_task
 
@@ -44,7 +44,7 @@ BudgetOpt = Annotated[
 ]
 
 
-VERDICTS = get_args(Verdict)
+VERDICTS = get_args(TrialVerdict)
 STATUSES = (*get_args(AgentStatus), *get_args(TrialState))
 
 

@@ -4,6 +4,7 @@ compared with statistics over trials (see `docs/experiments.md`)."""
 from optarena.experiments._compare import (
     ConditionSummary,
     ExperimentComparison,
+    Total,
     TreatmentComparison,
     TrialRow,
     compare_experiment,
@@ -24,6 +25,7 @@ __all__ = [
     "ExperimentState",
     "LoadedPlan",
     "ScheduledTrial",
+    "Total",
     "TreatmentComparison",
     "TrialRow",
     "compare_experiment",

@@ -40,8 +40,8 @@ class _Env(TrialHook):
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
 
-    def before_agent(self, context: RunContext) -> None:
-        context.env.update(self.env)
+    def before_agent(self, context: RunContext) -> RunContext:
+        return dataclasses.replace(context, env={**context.env, **self.env})
 
 
 @dataclass

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from optarena.proxy._wire import ApiKind
+from optarena.proxy import ApiKind
 
 
 @dataclass(frozen=True)

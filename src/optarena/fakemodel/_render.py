@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from optarena.fakemodel._script import Reply, Tool
-from optarena.proxy._wire import ApiKind, CallTokens, sse_event
+from optarena.proxy import ApiKind, CallTokens, sse_event
 
 
 def _id(prefix: str) -> str:

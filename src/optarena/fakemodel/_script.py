@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from optarena.fakemodel._conversation import Conversation, ToolCall
-from optarena.proxy._wire import CallTokens
+from optarena.proxy import CallTokens
 
 CHECK_MARKER = "optarena-check"
 DAWDLE_MARKER = "optarena-dawdle"

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from optarena.fakemodel._conversation import parse_request
 from optarena.fakemodel._render import render, served_tokens
 from optarena.fakemodel._script import Reply, Script
-from optarena.proxy._wire import ApiKind, api_kind, error_body
+from optarena.proxy import ApiKind, api_kind, error_body
 
 DEFAULT_MODEL = "optarena-scripted"
 

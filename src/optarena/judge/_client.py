@@ -21,7 +21,7 @@ import numpy as np
 from optarena.judge._arena import InputArena, OutputArena
 from optarena.judge.worker import _wire as wire
 from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy
-from optarena.tasks import Limits
+from optarena.tasks import WorkerLimits
 
 WORKER_SCRIPT = Path(__file__).resolve().parent / "worker" / "_loop.py"
 
@@ -80,7 +80,7 @@ def worker_env(workdir: Path) -> dict[str, str]:
     return env
 
 
-def resource_limits(limits: Limits) -> ResourceLimits:
+def resource_limits(limits: WorkerLimits) -> ResourceLimits:
     return ResourceLimits(
         address_space_mb=limits.memory_mb,
         cpu_s=limits.cpu_s,
@@ -107,7 +107,7 @@ class WorkerClient:
     def __init__(
         self,
         workdir: Path,
-        limits: Limits,
+        limits: WorkerLimits,
         log_path: Path,
         *,
         policy: SandboxPolicy | None = None,

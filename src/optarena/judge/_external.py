@@ -37,8 +37,7 @@ from optarena.judge._result import Check
 from optarena.judge._stats import decided, estimate
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import in_scope
-from optarena.tasks.external import FrozenExternal
-from optarena.tasks.external._spec import git
+from optarena.tasks.external import FrozenExternal, git
 
 EXTERNAL_JUDGE_SCHEMA_VERSION = 1
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy
-from optarena.tasks.external._spec import Metric
+from optarena.tasks.external import Metric
 
 OUTPUT_TAIL = 4000
 

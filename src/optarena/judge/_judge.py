@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from optarena import __version__
-from optarena.errors import OptarenaError
+from optarena.errors import MissingPrerequisiteError, OptarenaError
 from optarena.identity import judge_sha256, runtime_fingerprint
 from optarena.judge._checks import fail
 from optarena.judge._correctness import Recorder, run_correctness
@@ -98,7 +98,9 @@ def judge(task: Task, candidate_dir: Path, options: JudgeOptions | None = None) 
         raise OptarenaError(f"candidate directory {candidate_dir} does not exist")
     unmet = unmet_requirements(task.spec.requirements)
     if unmet:
-        raise OptarenaError(f"task {task.id} cannot be judged on this machine: {'; '.join(unmet)}")
+        raise MissingPrerequisiteError(
+            f"task {task.id} cannot be judged on this machine: {'; '.join(unmet)}"
+        )
     seed = new_seed() if options.seed is None else options.seed
     started, t0 = _now(), time.monotonic()
     try:

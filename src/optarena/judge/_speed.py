@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from optarena.errors import OptarenaError
+from optarena.errors import TaskPackageError
 from optarena.judge._measure import Measurement, MeasurePlan, Outcome, Progress
 from optarena.judge._measure_pair import ArmFailure
 from optarena.judge._measure_report import OVERALL, summarize
@@ -117,8 +117,8 @@ def apply_floor(main: Outcome, aa: Outcome, min_effect: float) -> float | None:
     return floors.get(OVERALL)
 
 
-def _aa_failure(failure: ArmFailure) -> OptarenaError:
-    return OptarenaError(
+def _aa_failure(failure: ArmFailure) -> TaskPackageError:
+    return TaskPackageError(
         f"the A/A control failed: the task's baseline went wrong while being timed ({failure})"
     )
 
@@ -151,7 +151,7 @@ def measure_candidate(
     seconds = {"measurement": round(time.monotonic() - t0, 3)}
     if main.failure is not None:
         if main.failure.arm == "a":
-            raise OptarenaError(
+            raise TaskPackageError(
                 f"task {task.id}: the baseline went wrong while being timed ({main.failure})"
             )
         return SpeedResult(failure=main.failure, seconds=seconds)

@@ -12,23 +12,27 @@ Tables (schema version in `PRAGMA user_version`, migrations in `_schema.MIGRATIO
 - `judgements`: one row per judgement of a trial (`trial`, then any `rejudge`); never changed.
 - `trial_artifacts`: trial id, artifact name (`stdout`, `diff`, `candidate`, `judge`,
   `logs/...`), sha256, size.
+- `api_calls`: one row per model call a trial's metering proxy saw (`CallRecord`).
+
+The ledger is the only writer of its database. What it stores are records
+(`optarena.records`), read back through their migrations, so a ledger written by an older
+optarena stays readable.
 
 API for other parts of optarena:
-- `Ledger.open(home)`; `begin_trial(record)`, `finish_trial(record, judgement)`,
-  `mark_interrupted(id, error)`, `add_judgement(j)`, `get(id_or_prefix)`, `trials(...)`,
-  `judgements(id)`; `store` (`ArtifactStore`: `put_bytes/put_file/put_tree`, `read_bytes`,
-  `path`, `materialize_tree`).
+- `Ledger.open(home)`; `begin_trial(record)`, `finish_trial(record, judgement, calls)`,
+  `mark_interrupted(id, error)` (takes in the calls of the trial's `api_calls.jsonl`),
+  `add_judgement(j)`, `get(id_or_prefix)`, `trials(...)`, `judgements(id)`, `calls(id)`;
+  `store` (`ArtifactStore`: `put_bytes/put_file/put_tree`, `read_bytes`, `path`,
+  `materialize_tree`).
 - `Ledger.transaction()` yields the connection inside `BEGIN IMMEDIATE ... COMMIT` for an
-  extension's own table. To add one (e.g. `api_calls(trial_id REFERENCES trials(id), ...)` for
-  a metering proxy), append a `Migration` to `_schema.MIGRATIONS`; a runner reaches the ledger
-  and its trial id through `RunContext` (`optarena.agents.RunContext`: `ledger`, `trial_id`,
-  `env`), which the trial lifecycle passes to `AgentRunner.prepare` before `run`. A trial
-  hook (`optarena.runs.TrialHook`) can start a proxy before the agent (putting its URL in
-  `context.env`) and fold metered usage into the outcome after it.
+  extension's own table; append a `Migration` to `_schema.MIGRATIONS` to add one.
 """
 
-from optarena.ledger._ledger import Ledger, utc_now
-from optarena.ledger._models import (
+from optarena.ledger._ledger import Ledger, process_start_ticks, utc_now
+from optarena.ledger._paths import ENV_VAR, default_home, resolve_home
+from optarena.ledger._schema import MIGRATIONS, SCHEMA_VERSION, Migration
+from optarena.ledger._store import ArtifactStore, TreeManifest
+from optarena.records import (
     TRIAL_RECORD_VERSION,
     AgentInfo,
     ChangedFile,
@@ -37,11 +41,8 @@ from optarena.ledger._models import (
     TaskInfo,
     TrialRecord,
     TrialState,
-    Verdict,
+    TrialVerdict,
 )
-from optarena.ledger._paths import ENV_VAR, default_home, resolve_home
-from optarena.ledger._schema import MIGRATIONS, SCHEMA_VERSION, Migration
-from optarena.ledger._store import ArtifactStore, TreeManifest
 
 __all__ = [
     "ENV_VAR",
@@ -59,8 +60,9 @@ __all__ = [
     "TreeManifest",
     "TrialRecord",
     "TrialState",
-    "Verdict",
+    "TrialVerdict",
     "default_home",
+    "process_start_ticks",
     "resolve_home",
     "utc_now",
 ]

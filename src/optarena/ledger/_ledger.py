@@ -1,7 +1,14 @@
 """`Ledger`: the SQLite database and artifact store behind every trial.
 
-Every write is one transaction (`BEGIN IMMEDIATE ... COMMIT`); WAL mode lets readers run while
-a trial writes, and a busy timeout lets several optarena processes share one ledger.
+The ledger is the only writer of its database: runners and the metering proxy return records
+(`AgentOutcome.calls`), and the trial's finish writes the trial row, its judgement, its artifact
+references and its model calls in one transaction. Every write is one transaction
+(`BEGIN IMMEDIATE ... COMMIT`); WAL mode lets readers run while a trial writes, and a busy
+timeout lets several optarena processes share one ledger.
+
+What a trial spent is never lost with the process: the proxy appends each call to the trial's
+`logs/api_calls.jsonl` as it happens, and marking a trial interrupted (Ctrl-C, or a reconcile
+after `kill -9`) takes the calls from that log into `api_calls`.
 """
 
 from __future__ import annotations
@@ -11,16 +18,27 @@ import json
 import os
 import socket
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
 from optarena.errors import LedgerError
-from optarena.ledger._models import Judgement, TrialRecord
 from optarena.ledger._paths import ARTIFACTS_DIR, DB_NAME, WORK_DIR, resolve_home
 from optarena.ledger._schema import current_version, migrate
 from optarena.ledger._store import ArtifactStore
+from optarena.records import (
+    CallRecord,
+    Judgement,
+    TrialPaths,
+    TrialRecord,
+    load_call,
+    load_judgement,
+    load_trial,
+)
+
+# The `api_calls` columns: every CallRecord field but its version (one copy, here).
+CALL_COLUMNS = tuple(f for f in CallRecord.model_fields if f != "schema_version")
 
 
 def utc_now() -> str:
@@ -157,9 +175,15 @@ class Ledger:
         except sqlite3.IntegrityError as e:
             raise LedgerError(f"trial {record.id} cannot be recorded: {e}") from None
 
-    def finish_trial(self, record: TrialRecord, judgement: Judgement | None = None) -> None:
-        """Complete (or interrupt) a running row, with its judgement and artifact references,
-        in one transaction: the row is either still `running` or entirely finished."""
+    def finish_trial(
+        self,
+        record: TrialRecord,
+        judgement: Judgement | None = None,
+        calls: Iterable[CallRecord] = (),
+    ) -> None:
+        """Complete (or interrupt) a running row, with its judgement, artifact references and
+        metered model calls, in one transaction: the row is either still `running` or
+        entirely finished."""
         if record.state == "running":
             raise LedgerError(f"trial {record.id}: finish with 'complete' or 'interrupted'")
         cols = _trial_columns(record)
@@ -177,21 +201,26 @@ class Ledger:
                 )
             if judgement is not None:
                 self._insert_judgement(c, judgement)
+            self._insert_calls(c, record.id, calls)
 
     def mark_interrupted(self, trial_id: str, error: str) -> bool:
-        """Mark a running trial interrupted (start record kept, plus the error). False when it
-        was not running (already finished: nothing is changed)."""
+        """Mark a running trial interrupted (start record kept, plus the error), taking in the
+        model calls its proxy logged so far. False when it was not running (already finished:
+        nothing is changed)."""
         row = self._conn.execute(
             "SELECT record FROM trials WHERE id = ? AND state = 'running'", (trial_id,)
         ).fetchone()
         if row is None:
             return False
-        record = TrialRecord.model_validate_json(row["record"])
+        record = load_trial(row["record"], f"trial {trial_id}")
+        calls, notes = self.logged_calls(trial_id)
+        if notes:
+            error = "; ".join([error, *notes])
         record = record.model_copy(
             update={"state": "interrupted", "finished_at": utc_now(), "error": error}
         )
         try:
-            self.finish_trial(record)
+            self.finish_trial(record, calls=calls)
         except LedgerError:
             return False  # finished concurrently
         return True
@@ -207,12 +236,38 @@ class Ledger:
         fixed = []
         rows = self._conn.execute("SELECT record FROM trials WHERE state = 'running'").fetchall()
         for row in rows:
-            r = TrialRecord.model_validate_json(row["record"])
+            r = load_trial(row["record"], f"{self.db_path}: a running trial")
             if r.host == host and not _process_alive(r.pid, r.pid_start):
                 msg = f"the optarena process {r.pid} ended without finishing the trial"
                 if self.mark_interrupted(r.id, msg):
                     fixed.append(r.id)
         return fixed
+
+    def logged_calls(self, trial_id: str) -> tuple[list[CallRecord], list[str]]:
+        """The calls in a trial's `api_calls.jsonl` log, and notes on lines that could not be
+        read (a process killed mid-write leaves at most its last line cut)."""
+        path = TrialPaths.of(self.work_dir(trial_id)).calls_log
+        if not path.is_file():
+            return [], []
+        calls, notes = [], []
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                calls.append(load_call(line, f"{path}:{n}"))
+            except LedgerError as e:
+                notes.append(f"call log line not recorded: {e}")
+        return calls, notes
+
+    def calls(self, trial_id: str) -> list[CallRecord]:
+        """A trial's metered model calls, in arrival order."""
+        rows = self._conn.execute(
+            f"SELECT {', '.join(CALL_COLUMNS)} FROM api_calls WHERE trial_id = ? ORDER BY seq",
+            (trial_id,),
+        ).fetchall()
+        return [
+            CallRecord.model_validate(dict(zip(CALL_COLUMNS, tuple(r), strict=True))) for r in rows
+        ]
 
     def workspaces(self) -> list[Path]:
         """Every trial's workspace directory (what an agent must not see of other trials)."""
@@ -239,7 +294,7 @@ class Ledger:
     def get(self, ref: str) -> TrialRecord:
         trial_id = self.resolve_id(ref)
         row = self._conn.execute("SELECT record FROM trials WHERE id = ?", (trial_id,)).fetchone()
-        return TrialRecord.model_validate_json(row["record"])
+        return load_trial(row["record"], f"trial {trial_id}")
 
     def trials(
         self,
@@ -266,7 +321,7 @@ class Ledger:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         rows = self._conn.execute(sql, args).fetchall()
-        return [TrialRecord.model_validate_json(r["record"]) for r in rows]
+        return [load_trial(r["record"], f"{self.db_path}: a trial") for r in rows]
 
     # --- judgements ---------------------------------------------------------------------
 
@@ -285,9 +340,16 @@ class Ledger:
             "SELECT id, record FROM judgements WHERE trial_id = ? ORDER BY id", (trial_id,)
         ).fetchall()
         return [
-            Judgement.model_validate_json(r["record"]).model_copy(update={"id": r["id"]})
+            load_judgement(r["record"], f"judgement {r['id']}").model_copy(update={"id": r["id"]})
             for r in rows
         ]
+
+    @staticmethod
+    def _insert_calls(c: sqlite3.Connection, trial_id: str, calls: Iterable[CallRecord]) -> None:
+        names = ", ".join(("trial_id", *CALL_COLUMNS))
+        marks = ", ".join("?" for _ in range(len(CALL_COLUMNS) + 1))
+        rows = [(trial_id, *(getattr(call, k) for k in CALL_COLUMNS)) for call in calls]
+        c.executemany(f"INSERT INTO api_calls ({names}) VALUES ({marks})", rows)
 
     @staticmethod
     def _insert_judgement(c: sqlite3.Connection, j: Judgement) -> int:

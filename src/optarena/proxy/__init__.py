@@ -4,10 +4,12 @@ Completions, streamed or not) to an upstream, meters every call, enforces per-tr
 `MeteredSession` runs one for an agent run; `optarena proxy` runs one from the command line.
 """
 
-from optarena.proxy._meter import CALL_RECORD_VERSION, CallRecord, Meter, ProxyLimits
-from optarena.proxy._server import MeteringProxy, Upstream
-from optarena.proxy._session import MeteredSession, calls_of, record_calls
-from optarena.proxy._wire import ApiKind, CallTokens, SseUsage, api_kind
+from optarena.proxy._meter import Meter, ProxyLimits, set_tokens, total_tokens
+from optarena.proxy._prices import ModelPrice, PriceTable, load_prices
+from optarena.proxy._server import MeteringProxy, Provider, Upstream, Upstreams, routes_of
+from optarena.proxy._session import MeteredSession
+from optarena.proxy._wire import ApiKind, CallTokens, SseUsage, api_kind, error_body, sse_event
+from optarena.records import CALL_RECORD_VERSION, CallRecord
 
 __all__ = [
     "CALL_RECORD_VERSION",
@@ -17,10 +19,18 @@ __all__ = [
     "Meter",
     "MeteredSession",
     "MeteringProxy",
+    "ModelPrice",
+    "PriceTable",
+    "Provider",
     "ProxyLimits",
     "SseUsage",
     "Upstream",
+    "Upstreams",
     "api_kind",
-    "calls_of",
-    "record_calls",
+    "error_body",
+    "load_prices",
+    "routes_of",
+    "set_tokens",
+    "sse_event",
+    "total_tokens",
 ]

@@ -15,11 +15,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optarena.agents._base import Usage
-from optarena.agents._prices import PriceTable
+from optarena.proxy._prices import PriceTable
 from optarena.proxy._wire import CallTokens
-
-CALL_RECORD_VERSION = 1
+from optarena.records import CallRecord, Usage
 
 
 class ProxyLimits(BaseModel):
@@ -37,48 +35,22 @@ class ProxyLimits(BaseModel):
         return self.max_calls is None and self.max_tokens is None and self.max_cost_usd is None
 
 
-class CallRecord(BaseModel):
-    """One model call through the proxy (a line of `api_calls.jsonl`, a row of `api_calls`)."""
+def total_tokens(call: CallRecord) -> int | None:
+    """Every token a call processed (input, cached or not, and output); None: none known."""
+    parts = [call.input_tokens, call.cache_read_tokens, call.cache_write_tokens]
+    parts.append(call.output_tokens)
+    if all(p is None for p in parts):
+        return None
+    return sum(p or 0 for p in parts)
 
-    model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = CALL_RECORD_VERSION
-    seq: int = Field(description="1, 2, ... in the order calls arrived")
-    started_at: str = Field(description="UTC ISO time the request arrived")
-    api: str = Field(description="anthropic | responses | chat | other")
-    method: str
-    path: str = Field(description="request path without the query string")
-    model: str | None = Field(default=None, description="model asked for, else the reply's")
-    stream: bool = False
-    status: int | None = Field(default=None, description="HTTP status; None: no reply")
-    request_id: str | None = Field(default=None, description="provider's request id header")
-    reply_id: str | None = Field(default=None, description="provider's message/response id")
-    latency_s: float | None = Field(default=None, description="request in to last byte out")
-    ttfb_s: float | None = Field(default=None, description="request in to first byte out")
-    input_tokens: int | None = Field(default=None, description="uncached input")
-    output_tokens: int | None = Field(default=None, description="reasoning included")
-    cache_read_tokens: int | None = None
-    cache_write_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    cost_usd: float | None = Field(default=None, description="from the price table; None unknown")
-    prices_version: str | None = None
-    refused: str | None = Field(default=None, description="why the proxy refused the call")
-    error: str | None = Field(default=None, description="upstream or transport error, short")
-
-    @property
-    def total_tokens(self) -> int | None:
-        parts = [self.input_tokens, self.cache_read_tokens, self.cache_write_tokens]
-        parts.append(self.output_tokens)
-        if all(p is None for p in parts):
-            return None
-        return sum(p or 0 for p in parts)
-
-    def set_tokens(self, t: CallTokens | None) -> None:
-        if t is None:
-            return
-        self.input_tokens, self.output_tokens = t.input, t.output
-        self.cache_read_tokens, self.cache_write_tokens = t.cache_read, t.cache_write
-        self.reasoning_tokens = t.reasoning
+def set_tokens(call: CallRecord, t: CallTokens | None) -> None:
+    """Copy what the reply said it used onto the call's record (nothing when it said nothing)."""
+    if t is None:
+        return
+    call.input_tokens, call.output_tokens = t.input, t.output
+    call.cache_read_tokens, call.cache_write_tokens = t.cache_read, t.cache_write
+    call.reasoning_tokens = t.reasoning
 
 
 class Meter:
@@ -137,7 +109,7 @@ class Meter:
             self.calls.append(call)
             if call.refused is None and call.api != "other":  # running totals for admit()
                 self._spent_calls += 1
-                self._spent_tokens += call.total_tokens or 0
+                self._spent_tokens += total_tokens(call) or 0
                 self._spent_usd += call.cost_usd or 0.0
             if self.log_path is not None:
                 with self.log_path.open("a", encoding="utf-8") as f:

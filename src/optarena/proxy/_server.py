@@ -14,13 +14,14 @@ import json
 import ssl
 import threading
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from optarena.errors import OptarenaError
-from optarena.proxy._meter import CallRecord, Meter
+from optarena.proxy._meter import Meter, set_tokens
 from optarena.proxy._wire import (
     ApiKind,
     SseUsage,
@@ -30,6 +31,10 @@ from optarena.proxy._wire import (
     request_fields,
     tokens_from_reply,
 )
+from optarena.records import CallRecord
+
+Provider = Literal["anthropic", "openai"]
+Upstreams = str | Mapping[Provider, str]  # one base URL, or one per provider
 
 HOP_BY_HOP = {
     "connection",
@@ -75,6 +80,7 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # headers and body go out in separate writes
     server: _ProxyHTTPServer
     _conn: http.client.HTTPConnection | None = None
+    _conn_to: Upstream | None = None  # the upstream `_conn` is connected to
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the call records are the log."""
@@ -123,12 +129,24 @@ class _Handler(BaseHTTPRequestHandler):
         meter.price(call)
         meter.record(call)
 
-    def _upstream_response(self, body: bytes) -> http.client.HTTPResponse:
+    def _upstream(self, kind: ApiKind | None) -> Upstream:
+        """Where this request goes: by its API, else (model listing, token counting) by
+        whether it carries Anthropic's headers."""
+        if kind is None:
+            anthropic = any(h in self.headers for h in ("anthropic-version", "x-api-key"))
+            return self.server.routes["anthropic" if anthropic else "openai"]
+        return self.server.routes["anthropic" if kind == "anthropic" else "openai"]
+
+    def _upstream_response(self, kind: ApiKind | None, body: bytes) -> http.client.HTTPResponse:
         """Send the request upstream on this client connection's upstream connection; one
         retry on a fresh connection when a kept-alive one turns out to be closed."""
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
         headers["Accept-Encoding"] = "identity"
-        up = self.server.upstream
+        up = self._upstream(kind)
+        if self._conn is not None and self._conn_to is not up:
+            self._conn.close()
+            self._conn = None
+        self._conn_to = up
         path = up.prefix + self.path
         for attempt in (0, 1):
             reused = self._conn is not None
@@ -146,10 +164,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _forward(self, kind: ApiKind | None, body: bytes, call: CallRecord, t0: float) -> None:
         try:
-            resp = self._upstream_response(body)
+            resp = self._upstream_response(kind, body)
         except (OSError, http.client.HTTPException) as e:
             call.status, call.error = 502, f"upstream unreachable: {type(e).__name__}: {e}"[:300]
-            msg = f"optarena proxy: upstream {self.server.upstream.base_url} unreachable ({e})"
+            msg = f"optarena proxy: upstream {self._upstream(kind).base_url} unreachable ({e})"
             self._send_json(502, error_body(kind, 502, msg))
             return
         call.status = resp.status
@@ -190,7 +208,7 @@ class _Handler(BaseHTTPRequestHandler):
             obj = None
         if isinstance(obj, dict):
             if resp.status == 200:
-                call.set_tokens(tokens_from_reply(kind, obj))
+                set_tokens(call, tokens_from_reply(kind, obj))
                 call.reply_id = reply_id(obj)
                 call.model = call.model or obj.get("model")
             else:
@@ -219,7 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-        call.set_tokens(tracker.tokens)
+        set_tokens(call, tracker.tokens)
         call.reply_id = tracker.reply_id
         call.model = call.model or tracker.model
         call.error = call.error or tracker.error
@@ -242,18 +260,34 @@ class _Handler(BaseHTTPRequestHandler):
 class _ProxyHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, addr: tuple[str, int], upstream: Upstream, meter: Meter) -> None:
+    def __init__(
+        self, addr: tuple[str, int], routes: dict[Provider, Upstream], meter: Meter
+    ) -> None:
         super().__init__(addr, _Handler)
-        self.upstream = upstream
+        self.routes = routes
         self.meter = meter
+
+
+def routes_of(upstream: Upstreams) -> dict[Provider, Upstream]:
+    """One base URL for every call, or one per provider (Anthropic's API; OpenAI's)."""
+    if isinstance(upstream, str):
+        one = Upstream(upstream)
+        return {"anthropic": one, "openai": one}
+    missing = {"anthropic", "openai"} - set(upstream)
+    if missing:
+        raise OptarenaError(f"upstreams {dict(upstream)}: no URL for {', '.join(sorted(missing))}")
+    return {"anthropic": Upstream(upstream["anthropic"]), "openai": Upstream(upstream["openai"])}
 
 
 class MeteringProxy:
-    """A MeteringProxy on 127.0.0.1 (port 0: any free port) in a background thread."""
+    """A MeteringProxy on 127.0.0.1 (port 0: any free port) in a background thread.
+    `upstream`: one base URL for every call, or one per provider (`routes_of`)."""
 
-    def __init__(self, upstream: str, meter: Meter, host: str = "127.0.0.1", port: int = 0):
+    def __init__(
+        self, upstream: Upstreams, meter: Meter, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self.meter = meter
-        self.httpd = _ProxyHTTPServer((host, port), Upstream(upstream), meter)
+        self.httpd = _ProxyHTTPServer((host, port), routes_of(upstream), meter)
         self._thread = threading.Thread(
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from optarena.experiments import ExperimentComparison
-from optarena.experiments._compare import Total
+from optarena.experiments import ExperimentComparison, Total
 
 
 def fmt(v: float | None, digits: int = 3) -> str:

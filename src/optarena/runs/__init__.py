@@ -3,10 +3,10 @@
 from optarena.runs._judging import OUT_OF_SCOPE, combine, judge_delivery
 from optarena.runs._rejudge import rejudge
 from optarena.runs._trial import (
-    Progress,
     TrialConfig,
     TrialHook,
     TrialInterrupted,
+    TrialProgress,
     new_trial_id,
     run_trial,
 )
@@ -15,10 +15,10 @@ from optarena.runs._workspace import Delivery, capture, check_workspace, init_re
 __all__ = [
     "OUT_OF_SCOPE",
     "Delivery",
-    "Progress",
     "TrialConfig",
     "TrialHook",
     "TrialInterrupted",
+    "TrialProgress",
     "capture",
     "check_workspace",
     "combine",

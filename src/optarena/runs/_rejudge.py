@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from optarena.errors import OptarenaError
-from optarena.judge._seal import verify_judge
+from optarena.judge import verify_judge
 from optarena.ledger import Judgement, JudgeSettings, Ledger, TrialRecord
 from optarena.runs._judging import JudgeFn, judge_delivery
 from optarena.tasks import Task, load_task, resolve_task

@@ -1,16 +1,19 @@
 """The trial lifecycle: fresh workspace -> agent -> delivery -> judge -> ledger.
 
 The ledger row is inserted as `running` before anything happens, and finished exactly once:
-`complete` in one transaction with everything, or `interrupted` (the start record plus the
-error) when anything stops the trial, including Ctrl-C and SIGTERM. A `kill -9` leaves the row
-`running` until the next `Ledger.open`, which finds its process gone and marks it interrupted.
+`complete` in one transaction with everything (record, judgement, artifact references, the
+metered model calls), or `interrupted` (the start record plus the error, and the calls the
+proxy logged so far) when anything stops the trial, including Ctrl-C and SIGTERM. A `kill -9`
+leaves the row `running` until the next `Ledger.open`, which finds its process gone and marks
+it interrupted. Every runner's model calls are metered (`optarena.agents.run_metered`); the
+trial's files follow one documented layout (`optarena.records.TrialPaths`).
 The agent's status and the judge's verdict are separate: a timed-out or crashed agent's
 delivered files are judged like any other.
 
 The agent runs in an agent sandbox (`optarena.sandbox.AgentSandbox`) that hides the ledger
 directory and other trials' workspaces and lets it write only its workspace and private
 homes; what was active is the record's `agent_sandbox`. Before judging, optarena's own files
-and the task package are checked against their references (`judge._seal.verify_judge`): a
+and the task package are checked against their references (`judge.verify_judge`): a
 difference is recorded (`outside_changes`, reason `judge_tampered`) and nothing is judged.
 """
 
@@ -36,11 +39,12 @@ from optarena.agents import (
     RunContext,
     SandboxSpec,
     create_runner,
+    run_metered,
     runner_ref,
 )
-from optarena.errors import LedgerError, OptarenaError
+from optarena.errors import LedgerError, MissingPrerequisiteError
 from optarena.identity import code_references, judge_sha256, runtime_fingerprint
-from optarena.judge._seal import JudgeTamperedError, verify_judge
+from optarena.judge import JudgeTamperedError, verify_judge
 from optarena.ledger import (
     AgentInfo,
     Judgement,
@@ -48,9 +52,10 @@ from optarena.ledger import (
     Ledger,
     TaskInfo,
     TrialRecord,
+    process_start_ticks,
     utc_now,
 )
-from optarena.ledger._ledger import process_start_ticks
+from optarena.records import TrialPaths
 from optarena.runs._judging import JudgeFn, judge_delivery
 from optarena.runs._workspace import (
     PROMPT_NAME,
@@ -65,7 +70,7 @@ from optarena.runs._workspace import (
 from optarena.sandbox import AgentSandboxPolicy
 from optarena.tasks import Task, unmet_requirements
 
-Progress = Callable[[str, str, str], None]  # (phase, "start" | "end" | "info", message)
+TrialProgress = Callable[[str, str, str], None]  # (phase, "start" | "end" | "info", message)
 
 
 @dataclass(frozen=True)
@@ -86,13 +91,15 @@ class TrialConfig:
 
 
 class TrialHook:
-    """Extension point around the agent phase (e.g. a metering proxy). Override what you need.
+    """Extension point around the agent phase. Override what you need. (Metering is not a
+    hook: every runner's calls are metered by `optarena.agents.run_metered`.)
 
-    `before_agent` may put variables in `context.env` (runners pass them to the agent);
-    `after_agent` may return a changed outcome (e.g. with metered usage folded in).
+    `before_agent` may return a changed context (e.g. `dataclasses.replace(context, env=...)`:
+    runners pass `env` to the agent; `proxy_ports` opens host ports to it); None keeps it.
+    `after_agent` may return a changed outcome.
     """
 
-    def before_agent(self, context: RunContext) -> None:
+    def before_agent(self, context: RunContext) -> RunContext | None:
         return None
 
     def after_agent(self, context: RunContext, outcome: AgentOutcome) -> AgentOutcome:
@@ -122,7 +129,7 @@ def new_trial_id() -> str:
 class _Phases:
     """Times the phases and reports them; remembers which one was running."""
 
-    def __init__(self, progress: Progress | None) -> None:
+    def __init__(self, progress: TrialProgress | None) -> None:
         self.times: dict[str, float] = {}
         self.current = "start"
         self._progress = progress
@@ -199,14 +206,14 @@ def run_trial(
     *,
     runner: AgentRunner | None = None,
     hooks: Sequence[TrialHook] = (),
-    progress: Progress | None = None,
+    progress: TrialProgress | None = None,
     judge_fn: JudgeFn | None = None,
 ) -> TrialRecord:
     """Run one trial and record it; returns the completed record. Bad input raises
     OptarenaError before anything is recorded; an interruption is recorded, then re-raised."""
     unmet = unmet_requirements(config.task.spec.requirements)
     if unmet:
-        raise OptarenaError(f"task {config.task.id} cannot run here: {'; '.join(unmet)}")
+        raise MissingPrerequisiteError(f"task {config.task.id} cannot run here: {'; '.join(unmet)}")
     config.task.check_workloads()  # a task whose params its generator cannot use: bad input
     code_references()  # the reference judging checks against, fixed before any agent runs
     runner = runner or create_runner(config.agent, config.agent_args)
@@ -240,9 +247,10 @@ def _record_interruption(
     if not delivered:
         ledger.mark_interrupted(trial_id, error)
         return "the start record only (no delivery was captured)"
-    update = {"state": "interrupted", "finished_at": utc_now(), "error": error}
+    calls, notes = ledger.logged_calls(trial_id)  # what the proxy saw until the interruption
+    update = {"state": "interrupted", "finished_at": utc_now(), "error": "; ".join([error, *notes])}
     try:
-        ledger.finish_trial(delivered[-1].model_copy(update=update))
+        ledger.finish_trial(delivered[-1].model_copy(update=update), calls=calls)
     except LedgerError:
         return "the record as finished before"  # already finished (a refused judgement)
     return _KEPT_DELIVERY
@@ -262,8 +270,8 @@ def _execute(
     judge_fn: JudgeFn | None,
     delivered: list[TrialRecord],
 ) -> TrialRecord:
-    task, workspace = config.task, Path(record.workspace)
-    logs_dir, shadow = work / "logs", work / "shadow.git"
+    task, paths = config.task, TrialPaths.of(work, Path(record.workspace))
+    workspace, logs_dir, shadow = paths.workspace, paths.logs, paths.shadow
     with phases("setup") as note:
         workspace.mkdir(parents=True, exist_ok=True)
         clear_dir(workspace)  # empty unless --overwrite was given (checked before the row)
@@ -277,7 +285,7 @@ def _execute(
     with phases("agent") as note:
         t_agent = time.monotonic()
         try:
-            outcome = _run_agent(runner, record, workspace, logs_dir, prompt, config, ledger, hooks)
+            outcome = _run_agent(runner, record, paths, prompt, config, ledger, hooks)
         except KeyboardInterrupt:
             # the agent's process tree is gone; what it left in the workspace is its delivery
             took = round(time.monotonic() - t_agent, 3)
@@ -289,8 +297,8 @@ def _execute(
         note["message"] = f"{outcome.status}: {outcome.detail}"
     record = record.model_copy(update={"agent_sandbox": _sandbox_record(config, runner, outcome)})
     with phases("capture") as note:
-        delivery = capture(task, workspace, shadow, baseline, work / "candidate")
-        artifacts = _store_delivery(ledger, delivery, work / "candidate", logs_dir, outcome)
+        delivery = capture(task, workspace, shadow, baseline, paths.candidate)
+        artifacts = _store_delivery(ledger, delivery, paths.candidate, logs_dir, outcome)
         note["message"] = _describe(delivery)
     delivered.append(_final_record(record, outcome, delivery, None, baseline, artifacts, phases))
     with phases("judge") as note:
@@ -298,11 +306,11 @@ def _execute(
             verify_judge(task, record.task.sha256)
         except JudgeTamperedError as e:
             refused = _final_record(record, outcome, delivery, None, baseline, artifacts, phases)
-            ledger.finish_trial(_refused(refused, e))
+            ledger.finish_trial(_refused(refused, e), calls=outcome.calls)
             raise
         judgement = judge_delivery(
             task,
-            work / "candidate",
+            paths.candidate,
             delivery.out_of_scope,
             trial_id=record.id,
             kind="trial",
@@ -313,7 +321,7 @@ def _execute(
         )
         note["message"] = judgement.verdict
     final = _final_record(record, outcome, delivery, judgement, baseline, artifacts, phases)
-    ledger.finish_trial(final, judgement)
+    ledger.finish_trial(final, judgement, outcome.calls)
     return final
 
 
@@ -342,8 +350,7 @@ def _keep_delivery(
 def _run_agent(
     runner: AgentRunner,
     record: TrialRecord,
-    workspace: Path,
-    logs_dir: Path,
+    paths: TrialPaths,
     prompt: str,
     config: TrialConfig,
     ledger: Ledger,
@@ -352,31 +359,28 @@ def _run_agent(
     context = RunContext(
         record.id,
         record.task.id,
-        workspace,
-        logs_dir,
-        ledger=ledger,
-        sandbox=_sandbox_spec(config, ledger, workspace, logs_dir.parent),
+        paths,
+        sandbox=_sandbox_spec(config, ledger, paths),
     )
     for hook in hooks:
-        hook.before_agent(context)
-    runner.prepare(context)
-    outcome = runner.run(workspace, prompt, config.limits, logs_dir)
+        context = hook.before_agent(context) or context
+    outcome = run_metered(runner, context, prompt, config.limits)
     for hook in hooks:
         outcome = hook.after_agent(context, outcome)
     return outcome
 
 
-def _sandbox_spec(config: TrialConfig, ledger: Ledger, workspace: Path, work: Path) -> SandboxSpec:
+def _sandbox_spec(config: TrialConfig, ledger: Ledger, paths: TrialPaths) -> SandboxSpec:
     """Hide the ledger directory (database, artifacts, every trial's work directory) and every
     other trial's workspace; give the agent a private HOME in its work directory."""
     if not config.agent_sandbox:
         return SandboxSpec(policy=AgentSandboxPolicy.off())
-    mine = workspace.resolve()
+    mine = paths.workspace.resolve()
     others = [w for w in ledger.workspaces() if w.is_dir() and w.resolve() != mine]
     policy = AgentSandboxPolicy()
     if config.limits.max_processes is not None:
         policy = replace(policy, max_processes=config.limits.max_processes)
-    return SandboxSpec(policy=policy, hidden=(ledger.home, *others), home=work / "home")
+    return SandboxSpec(policy=policy, hidden=(ledger.home, *others), home=paths.home)
 
 
 def _sandbox_record(

@@ -15,9 +15,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from optarena.errors import OptarenaError
+from optarena.errors import MissingPrerequisiteError, OptarenaError
 from optarena.ledger import ChangedFile
-from optarena.ledger._models import ChangeKind
+from optarena.records import ChangeKind
 from optarena.tasks import Task, in_scope
 
 PROMPT_NAME = "TASK.md"
@@ -48,7 +48,7 @@ def git(args: list[str], *, cwd: Path, git_dir: Path | None = None) -> bytes:
             prefix + args, cwd=cwd, env=env, capture_output=True, timeout=300, check=False
         )
     except FileNotFoundError:
-        raise OptarenaError("trials need 'git' on PATH (apt install git)") from None
+        raise MissingPrerequisiteError("trials need 'git' on PATH (apt install git)") from None
     if proc.returncode != 0:
         err = proc.stderr.decode(errors="replace").strip()
         raise OptarenaError(f"git {' '.join(args[:2])} in {cwd} failed: {err[:400]}")

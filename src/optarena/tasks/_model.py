@@ -117,7 +117,7 @@ class Correctness(_Strict):
     )
 
 
-class Measurement(_Strict):
+class MeasurementDefaults(_Strict):
     """Defaults for the speed phase; the CLI may override them per judgement."""
 
     min_effect: float = Field(
@@ -148,7 +148,7 @@ class Measurement(_Strict):
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0, description="interval level")
 
 
-class Limits(_Strict):
+class WorkerLimits(_Strict):
     """Resource limits for the candidate's worker process (enforced by optarena.sandbox)."""
 
     load_timeout_s: float = Field(default=60.0, gt=0.0, description="import of the entry module")
@@ -226,8 +226,8 @@ class TaskSpec(_Strict):
     workloads: list[Workload] = Field(min_length=1)
     tolerance: Tolerance
     correctness: Correctness = Field(default_factory=Correctness)
-    measurement: Measurement = Field(default_factory=Measurement)
-    limits: Limits = Field(default_factory=Limits)
+    measurement: MeasurementDefaults = Field(default_factory=MeasurementDefaults)
+    limits: WorkerLimits = Field(default_factory=WorkerLimits)
     requirements: Requirements = Field(default_factory=Requirements)
     controls: list[Control] = Field(default_factory=list)
 

@@ -2,11 +2,23 @@
 benchmark, fixed (frozen) before any agent runs. See `docs/external-tasks.md`."""
 
 from optarena.tasks.external._spec import (
+    ExternalMeasurement,
     ExternalSpec,
     FrozenExternal,
+    Metric,
     freeze_external,
+    git,
     is_external_spec,
     load_frozen,
 )
 
-__all__ = ["ExternalSpec", "FrozenExternal", "freeze_external", "is_external_spec", "load_frozen"]
+__all__ = [
+    "ExternalMeasurement",
+    "ExternalSpec",
+    "FrozenExternal",
+    "Metric",
+    "freeze_external",
+    "git",
+    "is_external_spec",
+    "load_frozen",
+]

@@ -60,7 +60,9 @@ class Benchmark(Command):
     direction: Literal["lower", "higher"] = "lower"
 
 
-class Measurement(_Strict):
+class ExternalMeasurement(_Strict):
+    """How the judge times an external project's benchmark (rounds, budget, minimum effect)."""
+
     budget_s: float = Field(default=120.0, gt=0)
     min_effect: float = Field(default=0.03, gt=0, lt=1)
     max_rounds: int = Field(default=10, ge=2, le=1000)
@@ -78,7 +80,7 @@ class ExternalSpec(_Strict):
     setup: Command | None = None
     quality: Quality | None = None
     benchmark: Benchmark | None = None
-    measurement: Measurement = Field(default_factory=Measurement)
+    measurement: ExternalMeasurement = Field(default_factory=ExternalMeasurement)
     env: dict[str, str] = Field(default_factory=dict)
     limits: dict[str, int] = Field(
         default_factory=dict, description="memory_mb, processes, open_files, file_size_mb"

@@ -1,5 +1,6 @@
-"""What the ledger stores, as versioned pydantic models (the JSON in `trials.record` and
-`judgements.record`; `optarena trial show --json` prints them).
+"""What the ledger stores about a trial, as versioned pydantic models (the JSON in
+`trials.record` and `judgements.record`; `optarena trial show --json` prints them). Read older
+versions through `optarena.records.load_trial` / `load_judgement`, which migrate them.
 
 A `TrialRecord` is written twice: once when the trial starts (state `running`, identity only)
 and once, in a single transaction, when it ends (`complete` with everything, or `interrupted`
@@ -12,12 +13,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optarena.agents._base import AgentLimits, AgentStatus, Usage
+from optarena.records._agent import AgentLimits, AgentStatus, Usage
 
 TRIAL_RECORD_VERSION = 1
 
 TrialState = Literal["running", "complete", "interrupted"]
-Verdict = Literal["accepted", "rejected"]
+TrialVerdict = Literal["accepted", "rejected"]
 ChangeKind = Literal["added", "modified", "deleted", "type_changed"]
 JudgementKind = Literal["trial", "rejudge"]
 
@@ -62,7 +63,7 @@ class Judgement(_Model):
     trial_id: str
     kind: JudgementKind
     created_at: str
-    verdict: Verdict
+    verdict: TrialVerdict
     reasons: list[str] = Field(default_factory=list)
     reason_codes: list[str] = Field(default_factory=list)
     metrics: dict[str, Any] | None = Field(default=None, description="null when rejected")
@@ -134,7 +135,7 @@ class TrialRecord(_Model):
         "new files there are in `changed` only, ignored and never judged",
     )
 
-    verdict: Verdict | None = None
+    verdict: TrialVerdict | None = None
     reasons: list[str] = Field(default_factory=list)
     reason_codes: list[str] = Field(default_factory=list)
     metrics: dict[str, Any] | None = None

@@ -1,12 +1,15 @@
 """Task qualification: every control must get the verdict (and reason) it declares, and the
-baseline measured against a copy of itself (A/A) must not read as improved or regressed."""
+baseline measured against a copy of itself (A/A) must not read as improved or regressed.
+
+It lives beside `tasks/` and `judge/`, not in either: it runs the judge on a task's controls,
+so `tasks` (data and loading) stays free of the judge, which itself imports `tasks`."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
 from optarena.judge import JudgeOptions, aa_control, judge
-from optarena.tasks._loader import Task
+from optarena.tasks import Task
 
 
 class ControlOutcome(BaseModel):

@@ -1,0 +1,110 @@
+"""Reading records written by older optarena versions: one explicit migration per version step.
+
+Every stored record carries `schema_version`. Reading one goes through `migrate_values`, which
+applies, in order, the migrations from the version found up to the current one, each a pure
+function on the record's plain JSON data; only then is the data validated against today's
+model (`extra="forbid"` would otherwise refuse a field an older version had). A record newer
+than this optarena is refused: guessing at fields it does not know could misreport a trial.
+
+To change a stored format: bump its `*_VERSION`, and append a `RecordMigration` from the old
+version that rewrites old data into the new shape (rename, retype, default what is missing).
+Never edit a released migration; ledgers in the wild hold records of every version. The test
+fixture `tests/ledger/data/ledger-v2.db` (trial record 1) must stay readable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from optarena.errors import RecordError
+from optarena.records._calls import CALL_RECORD_VERSION, CallRecord
+from optarena.records._trial import TRIAL_RECORD_VERSION, Judgement, TrialRecord
+
+RecordKind = Literal["trial", "judgement", "call"]
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class RecordMigration:
+    """One step: data of `kind` at `from_version` -> `from_version + 1`."""
+
+    kind: RecordKind
+    from_version: int
+    why: str  # what changed, for the reader of the code and of errors
+    apply: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+# Every format is at its first version: nothing to migrate yet. Append steps here.
+MIGRATIONS: tuple[RecordMigration, ...] = ()
+
+CURRENT: dict[RecordKind, int] = {
+    "trial": TRIAL_RECORD_VERSION,
+    "judgement": TRIAL_RECORD_VERSION,
+    "call": CALL_RECORD_VERSION,
+}
+
+
+def migrate_values(
+    kind: RecordKind,
+    data: dict[str, Any],
+    *,
+    current: int | None = None,
+    migrations: Sequence[RecordMigration] = MIGRATIONS,
+    where: str = "record",
+) -> dict[str, Any]:
+    """`data` brought to the current version of `kind` (a new dict; `data` is not changed).
+    A record without `schema_version` is version 1, as every first version was."""
+    target = CURRENT[kind] if current is None else current
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or version < 1:
+        raise RecordError(f"{where}: schema_version must be a positive integer, not {version!r}")
+    if version > target:
+        raise RecordError(
+            f"{where}: {kind} record version {version} is newer than this optarena reads "
+            f"({target}); upgrade optarena"
+        )
+    steps = {m.from_version: m for m in migrations if m.kind == kind}
+    out = dict(data)
+    while version < target:
+        step = steps.get(version)
+        if step is None:
+            raise RecordError(f"{where}: no migration of {kind} records from version {version}")
+        out = step.apply(dict(out))
+        version += 1
+        out["schema_version"] = version
+    return out
+
+
+def _load(model: type[M], kind: RecordKind, raw: str | bytes, where: str) -> M:
+    try:
+        data = json.loads(raw)
+    except ValueError as e:
+        raise RecordError(f"{where}: not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{where}: a {kind} record must be a JSON object")
+    try:
+        return model.model_validate(migrate_values(kind, data, where=where))
+    except ValidationError as e:
+        first = e.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise RecordError(f"{where}: field '{field}': {first['msg']}") from None
+
+
+def load_trial(raw: str | bytes, where: str = "trial record") -> TrialRecord:
+    """A `TrialRecord` from its stored JSON, of this or any older version."""
+    return _load(TrialRecord, "trial", raw, where)
+
+
+def load_judgement(raw: str | bytes, where: str = "judgement record") -> Judgement:
+    """A `Judgement` from its stored JSON, of this or any older version."""
+    return _load(Judgement, "judgement", raw, where)
+
+
+def load_call(raw: str | bytes, where: str = "call record") -> CallRecord:
+    """A `CallRecord` from a line of `api_calls.jsonl`, of this or any older version."""
+    return _load(CallRecord, "call", raw, where)

@@ -1,0 +1,69 @@
+"""Reading older records: migrations apply in order, newer versions are refused, bad data is
+named by where it was read from and which field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from optarena.errors import RecordError
+from optarena.records import (
+    CALL_RECORD_VERSION,
+    RecordMigration,
+    load_call,
+    load_judgement,
+    load_trial,
+    migrate_values,
+)
+
+
+def _rename(old: str, new: str) -> Any:
+    def apply(data: dict[str, Any]) -> dict[str, Any]:
+        data[new] = data.pop(old)
+        return data
+
+    return apply
+
+
+STEPS = (
+    RecordMigration("trial", 1, "cost became cost_usd", _rename("cost", "cost_usd")),
+    RecordMigration("trial", 2, "cost_usd became spent_usd", _rename("cost_usd", "spent_usd")),
+    RecordMigration("call", 1, "not for trials", _rename("x", "y")),
+)
+
+
+def test_migrations_apply_in_order_up_to_the_current_version() -> None:
+    old = {"schema_version": 1, "cost": 0.5}
+    out = migrate_values("trial", old, current=3, migrations=STEPS)
+    assert out == {"schema_version": 3, "spent_usd": 0.5}
+    assert old == {"schema_version": 1, "cost": 0.5}  # the input is not changed
+    # a record without a version is version 1, as every first version was
+    assert migrate_values("trial", {"cost": 1}, current=2, migrations=STEPS) == {
+        "schema_version": 2,
+        "cost_usd": 1,
+    }
+    # the current version passes unchanged
+    same = {"schema_version": 3, "spent_usd": 2}
+    assert migrate_values("trial", same, current=3, migrations=STEPS) == same
+
+
+def test_a_newer_record_or_a_missing_step_is_refused() -> None:
+    with pytest.raises(RecordError, match="trial record version 4 is newer than this optarena"):
+        migrate_values("trial", {"schema_version": 4}, current=3, migrations=STEPS)
+    with pytest.raises(RecordError, match="no migration of judgement records from version 1"):
+        migrate_values("judgement", {"schema_version": 1}, current=2, migrations=STEPS)
+    with pytest.raises(RecordError, match="schema_version must be a positive integer"):
+        migrate_values("trial", {"schema_version": "1"}, migrations=STEPS)
+
+
+def test_loading_names_where_and_which_field() -> None:
+    with pytest.raises(RecordError, match=r"trial abc: not JSON"):
+        load_trial("{", "trial abc")
+    with pytest.raises(RecordError, match=r"judgement 7: field 'trial_id': Field required"):
+        load_judgement('{"schema_version": 1}', "judgement 7")
+    newer = f'{{"schema_version": {CALL_RECORD_VERSION + 1}}}'
+    with pytest.raises(RecordError, match=r"log:3: call record version \d+ is newer"):
+        load_call(newer, "log:3")
+    with pytest.raises(RecordError, match="must be a JSON object"):
+        load_trial("[]")

@@ -1,0 +1,183 @@
+"""Metering applies to every runner: a `command` agent's model calls go through the trial's
+metering proxy (found in `{proxy_url}`, `ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`), are limited
+like Claude Code's, and land in the ledger with the trial; its own usage file stays beside."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from optarena.agents import AgentLimits, AgentOutcome, RunContext
+from optarena.fakemodel import USAGE, FakeModelServer, make_script
+from optarena.ledger import Ledger, TrialRecord
+from optarena.runs import TrialConfig, TrialHook, run_trial
+from optarena.tasks import Task
+
+# One Anthropic call at $ANTHROPIC_BASE_URL, one Chat Completions call at $OPENAI_BASE_URL,
+# one at the proxy URL the template passed as $1; then the agent reports usage of its own
+# (a figure the proxy never saw).
+CALLER = """python3 - "$1" <<'END'
+import json, os, sys, urllib.error, urllib.request
+
+def post(url, body, headers):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json", **headers})
+    try:
+        print(urllib.request.urlopen(req, timeout=10).status)
+    except urllib.error.HTTPError as e:
+        print(e.code)
+
+msgs = [{"role": "user", "content": "hi"}]
+post(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
+     {"model": "claude-sonnet-4-5", "max_tokens": 16, "messages": msgs},
+     {"x-api-key": "k", "anthropic-version": "2023-06-01"})
+post(os.environ["OPENAI_BASE_URL"] + "/chat/completions", {"model": "gpt-5", "messages": msgs},
+     {"authorization": "Bearer k"})
+post(sys.argv[1] + "/v1/responses", {"model": "gpt-5", "input": "hi"},
+     {"authorization": "Bearer k"})
+json.dump({"input_tokens": 999}, open(os.environ["OPTARENA_USAGE_FILE"], "w"))
+END
+"""
+
+
+def _trial(
+    ledger: Ledger, task: Task, command: str, fake: FakeModelServer, **limits: int
+) -> TrialRecord:
+    config = TrialConfig(
+        task=task,
+        agent="command",
+        agent_args={"command": command, "upstream": fake.url},
+        limits=AgentLimits(wall_s=60, **limits),
+        measure=False,
+    )
+    return run_trial(config, ledger)
+
+
+def test_a_command_agents_calls_are_metered_and_recorded(
+    ledger: Ledger, rmsnorm: Task, agent: Callable[[str], str]
+) -> None:
+    with FakeModelServer(make_script("hello")) as fake:
+        rec = _trial(ledger, rmsnorm, agent(CALLER) + " {proxy_url}", fake)
+    assert rec.agent_status == "completed", rec.agent_detail
+    stdout = ledger.store.read_text(rec.artifacts["logs/stdout.log"])
+    assert stdout.split() == ["200", "200", "200"]
+    calls = ledger.calls(rec.id)
+    assert [c.api for c in calls] == ["anthropic", "chat", "responses"]
+    assert len(fake.served) == 3
+    chat = USAGE["chat"]
+    assert all(c.input_tokens == chat.input and c.output_tokens == chat.output for c in calls)
+    metered = rec.metered_usage
+    assert metered is not None and metered.source == "metered" and metered.calls == 3
+    assert metered.input_tokens == 3 * chat.input
+    # the agent's own report stays beside the metered figures, never merged
+    assert rec.usage.source == "usage-file" and rec.usage.input_tokens == 999
+    assert "logs/api_calls.jsonl" in rec.artifacts
+
+
+def test_a_command_that_calls_no_model_records_zero_metered_calls(
+    ledger: Ledger, rmsnorm: Task, agent: Callable[[str], str]
+) -> None:
+    with FakeModelServer(make_script("hello")) as fake:
+        rec = _trial(ledger, rmsnorm, agent("echo no model"), fake)
+    assert rec.metered_usage is not None and rec.metered_usage.calls == 0
+    assert ledger.calls(rec.id) == [] and fake.served == []
+    assert rec.usage.source == "unknown"  # reported: unknown, not zero
+
+
+def test_a_command_agents_calls_are_limited_like_claude_codes(
+    ledger: Ledger, rmsnorm: Task, agent: Callable[[str], str]
+) -> None:
+    with FakeModelServer(make_script("hello")) as fake:
+        rec = _trial(ledger, rmsnorm, agent(CALLER) + " {proxy_url}", fake, max_calls=1)
+    assert rec.agent_status == "budget_exceeded", rec.agent_detail
+    assert "call budget exhausted" in rec.agent_detail
+    calls = ledger.calls(rec.id)
+    assert [c.refused is not None for c in calls] == [False, True, True]
+    assert len(fake.served) == 1
+    assert rec.verdict is not None  # the delivered files were still judged
+
+
+def test_meter_false_runs_a_command_without_a_proxy(
+    ledger: Ledger, rmsnorm: Task, agent: Callable[[str], str]
+) -> None:
+    command = agent('echo "[$OPTARENA_PROXY_URL]"')
+    config = TrialConfig(
+        task=rmsnorm,
+        agent="command",
+        agent_args={"command": command, "meter": "false"},
+        measure=False,
+    )
+    rec = run_trial(config, ledger)
+    assert rec.metered_usage is None  # not metered, which is not zero calls
+    assert ledger.store.read_text(rec.artifacts["logs/stdout.log"]) == "[]\n"
+
+
+ONE_CALL_THEN_SLEEP = """python3 - <<'END'
+import json, os, urllib.request
+req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
+    data=json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 16,
+                     "messages": [{"role": "user", "content": "hi"}]}).encode(),
+    headers={"content-type": "application/json", "x-api-key": "k",
+             "anthropic-version": "2023-06-01"})
+urllib.request.urlopen(req, timeout=10).read()
+END
+touch "$OPTARENA_LOGS_DIR/called"
+sleep 300
+"""
+
+
+def test_kill_9_mid_trial_loses_no_metered_call(
+    tmp_path: Path, agent: Callable[[str], str]
+) -> None:
+    home = tmp_path / "ledger"
+    with FakeModelServer(make_script("hello")) as fake:
+        argv = [sys.executable, "-m", "optarena", "run", "--task", "rmsnorm", "--no-measure"]
+        argv += ["--command", agent(ONE_CALL_THEN_SLEEP), "--agent-arg", f"upstream={fake.url}"]
+        proc = subprocess.Popen([*argv, "--ledger", str(home)], stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 60
+            while not list((home / "work").glob("*/logs/called")):
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+                assert time.monotonic() < deadline, "the agent never made its call"
+                time.sleep(0.05)
+            proc.kill()
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert len(fake.served) == 1
+    with Ledger.open(home) as ledger:  # the reconcile after the crash
+        (record,) = ledger.trials()
+        assert record.state == "interrupted"
+        (call,) = ledger.calls(record.id)
+        assert (call.api, call.status, call.input_tokens) == ("anthropic", 200, USAGE["chat"].input)
+
+
+class _CtrlCAfterAgent(TrialHook):
+    """Ctrl-C right after the agent's run, before its delivery is captured."""
+
+    def after_agent(self, context: RunContext, outcome: AgentOutcome) -> AgentOutcome:
+        raise KeyboardInterrupt("Ctrl-C after the agent")
+
+
+def test_an_interrupted_trial_keeps_its_delivery_and_its_metered_calls(
+    ledger: Ledger, rmsnorm: Task, agent: Callable[[str], str]
+) -> None:
+    command = agent(ONE_CALL_THEN_SLEEP.replace("sleep 300", "true"))
+    with FakeModelServer(make_script("hello")) as fake:
+        config = TrialConfig(
+            task=rmsnorm,
+            agent="command",
+            agent_args={"command": command, "upstream": fake.url},
+            measure=False,
+        )
+        with pytest.raises(KeyboardInterrupt):
+            run_trial(config, ledger, hooks=[_CtrlCAfterAgent()])
+    (record,) = ledger.trials()
+    assert record.state == "interrupted" and "diff" in record.artifacts  # the delivery kept
+    assert [c.api for c in ledger.calls(record.id)] == ["anthropic"]
