@@ -151,10 +151,32 @@ def run_cmd(
     ] = False,
     ledger_dir: LedgerOpt = None,
     as_json: JsonOpt = False,
+    task_tools: Annotated[
+        bool,
+        typer.Option(
+            "--task-tools",
+            help="give the agent optarena's judge as MCP tools (claude, codex); advice only",
+        ),
+    ] = False,
+    tools_budget_s: Annotated[
+        float, typer.Option("--tools-budget-s", min=0.5, help="cap on a measure tool call (s)")
+    ] = 30.0,
 ) -> None:
     """Run an agent on a task in a fresh workspace; judge and record what it delivered.
     Exit 0 accepted, 1 rejected, 2 bad input or a tampered judge, 130 interrupted."""
     name, args = _agent_and_args(agent, command, agent_arg or [])
+    tools = None
+    if task_tools:
+        from optarena.mcp import TaskToolsHook
+
+        if name not in ("claude", "codex"):
+            raise OptarenaError(f"--task-tools is for the claude and codex agents, not '{name}'")
+        resolve_task(task)  # bad input before anything starts
+        tools = TaskToolsHook(task, tools_budget_s).start()
+        extra = tools.agent_args(name)
+        if "allowed_tools" in args and "allowed_tools" in extra:
+            extra["allowed_tools"] = f"{args['allowed_tools']},{extra['allowed_tools']}"
+        args = {**args, **extra}
     config = TrialConfig(
         task=resolve_task(task),
         agent=name,
@@ -182,12 +204,14 @@ def run_cmd(
     with Ledger.open(ledger_dir) as ledger:
         view = PhaseView(err_console, f"{config.task.id} / {name}")
         try:
-            record = run_trial(config, ledger, progress=view)
+            record = run_trial(config, ledger, progress=view, hooks=[tools] if tools else [])
         except TrialInterrupted as e:
             view.stop()
             raise _interrupted_trial(e, ledger) from None
         finally:
             view.stop()
+            if tools is not None:
+                tools.close()
         if as_json:
             print(record.model_dump_json(indent=2))
         else:
@@ -247,8 +271,34 @@ def show_cmd(
             console.print(metrics_view(record.metrics))
         if judgements:
             console.print(judgements_table(judgements, console.width))
+        for line in tool_call_lines(ledger, record):
+            console.print(line, markup=False)
         for name, path in paths.items():
             console.print(f"  {name:<18} {path}")
+
+
+def tool_call_lines(ledger: Ledger, record: TrialRecord) -> list[str]:
+    """The task-tool calls the agent made (`--task-tools`), from the log optarena's server
+    wrote: advice the agent got, never part of the verdict."""
+    from optarena.mcp import ToolCallRecord
+
+    sha = record.artifacts.get("logs/tool_calls.jsonl")
+    if not sha or not ledger.store.has(sha):
+        return []
+    calls = [
+        ToolCallRecord.model_validate_json(line)
+        for line in ledger.store.read_text(sha).splitlines()
+        if line.strip()
+    ]
+    total = sum(c.duration_s for c in calls)
+    out = [f"task-tool calls: {len(calls)}, {total:.1f} s (advice to the agent, not evidence)"]
+    for c in calls:
+        verdict = f" -> {c.verdict}" if c.verdict else ""
+        error = f" ({c.error})" if c.error else ""
+        out.append(
+            f"  {c.started_at[11:19]} {c.tool:<18} {c.duration_s:6.2f} s {c.status}{verdict}{error}"
+        )
+    return out
 
 
 @trial_app.command("rejudge")

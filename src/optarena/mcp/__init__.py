@@ -5,6 +5,7 @@ the judge's own judgement of the delivered files after the agent stops, and ever
 recorded by the server (`Telemetry`), outside what the tool returns to the agent.
 """
 
+from optarena.mcp._hook import TaskToolsHook
 from optarena.mcp._host import ToolsHost, relay
 from optarena.mcp._server import build_server, serve_stdio
 from optarena.mcp._tools import TOOL_NAMES, TaskTools, Telemetry, ToolCallRecord, ToolInputError
@@ -12,6 +13,7 @@ from optarena.mcp._tools import TOOL_NAMES, TaskTools, Telemetry, ToolCallRecord
 __all__ = [
     "TOOL_NAMES",
     "TaskTools",
+    "TaskToolsHook",
     "Telemetry",
     "ToolCallRecord",
     "ToolInputError",

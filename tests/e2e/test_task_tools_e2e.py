@@ -1,0 +1,79 @@
+"""The real Claude Code with `--task-tools`, against the scripted model server: the script calls
+check_correctness and measure over MCP; the calls reach optarena's server (outside the agent's
+sandbox, behind the relay), telemetry in the ledger matches the script, and the trial's verdict
+is the judge's own, whatever the agent claims in text."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from optarena.agents import AgentLimits
+from optarena.fakemodel import FakeModelServer
+from optarena.fakemodel._script import OptimizeScript
+from optarena.fakemodel._tools_script import TaskToolsScript
+from optarena.ledger import Ledger, TrialRecord
+from optarena.mcp import TaskToolsHook, ToolCallRecord
+from optarena.runs import TrialConfig, run_trial
+from optarena.tasks import resolve_task
+
+pytestmark = pytest.mark.e2e
+
+TASK = resolve_task("rmsnorm")
+BASE = (TASK.baseline_dir / "solution.py").read_text()
+OPTIMIZED = (TASK.root / "controls" / "optimized" / "solution.py").read_text()
+WRONG = "import numpy as np\n\n\ndef rmsnorm(x, weight, *, eps):\n    return np.zeros_like(x)\n"
+
+
+def _trial(bins: dict[str, str], ledger: Ledger, new: str) -> tuple[TrialRecord, TaskToolsScript]:
+    script = TaskToolsScript(OptimizeScript("solution.py", BASE, new, marker="def rmsnorm"))
+    hook = TaskToolsHook("rmsnorm", max_budget_s=3.0).start()
+    try:
+        with FakeModelServer(script) as fake:
+            args = {
+                "bin": bins["claude"],
+                "upstream": fake.url,
+                "model": "claude-sonnet-4-5",
+                "max_retries": "0",
+                **hook.agent_args("claude"),
+            }
+            config = TrialConfig(
+                task=TASK,
+                agent="claude",
+                agent_args=args,
+                limits=AgentLimits(wall_s=180.0),
+                measure=False,
+            )
+            record = run_trial(config, ledger, hooks=[hook])
+    finally:
+        hook.close()
+    return record, script
+
+
+def _telemetry(ledger: Ledger, record: TrialRecord) -> list[ToolCallRecord]:
+    sha = record.artifacts["logs/tool_calls.jsonl"]
+    text = ledger.store.read_text(sha)
+    return [ToolCallRecord.model_validate_json(x) for x in text.splitlines() if x.strip()]
+
+
+def test_claude_calls_the_task_tools_and_they_are_recorded(
+    agent_bins: dict[str, str], ledger: Ledger
+) -> None:
+    record, script = _trial(agent_bins, ledger, OPTIMIZED)
+    assert script.called == ["mcp__optarena__check_correctness", "mcp__optarena__measure"]
+    calls = _telemetry(ledger, record)
+    assert [c.tool for c in calls] == ["check_correctness", "measure"]
+    assert all(c.status == "ok" for c in calls) and calls[0].verdict == "accepted"
+    assert record.verdict == "accepted" and record.agent_status == "completed"
+
+
+def test_a_claimed_success_does_not_make_a_wrong_file_pass(
+    agent_bins: dict[str, str], ledger: Ledger
+) -> None:
+    record, _ = _trial(agent_bins, ledger, WRONG)
+    calls = _telemetry(ledger, record)
+    assert calls and calls[0].tool == "check_correctness" and calls[0].verdict == "rejected"
+    assert record.verdict == "rejected" and "out_of_tolerance" in record.reason_codes
+    outcome = json.loads(ledger.store.read_text(record.artifacts["outcome"]))
+    assert outcome["status"] == "completed"  # the agent claimed success; the judge decided
