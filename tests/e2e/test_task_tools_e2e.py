@@ -22,7 +22,6 @@ pytestmark = pytest.mark.e2e
 
 TASK = resolve_task("rmsnorm")
 BASE = (TASK.baseline_dir / "solution.py").read_text()
-OPTIMIZED = (TASK.root / "controls" / "optimized" / "solution.py").read_text()
 WRONG = "import numpy as np\n\n\ndef rmsnorm(x, weight, *, eps):\n    return np.zeros_like(x)\n"
 
 
@@ -57,23 +56,17 @@ def _telemetry(ledger: Ledger, record: TrialRecord) -> list[ToolCallRecord]:
     return [ToolCallRecord.model_validate_json(x) for x in text.splitlines() if x.strip()]
 
 
-def test_claude_calls_the_task_tools_and_they_are_recorded(
+def test_claude_calls_the_task_tools_the_calls_are_recorded_and_the_judge_decides(
     agent_bins: dict[str, str], ledger: Ledger
 ) -> None:
-    record, script = _trial(agent_bins, ledger, OPTIMIZED)
+    """One trial: the agent writes a wrong file, asks the tools (which say rejected), and
+    claims success anyway; the telemetry matches the script and the verdict is the judge's."""
+    record, script = _trial(agent_bins, ledger, WRONG)
     assert script.called == ["mcp__optarena__check_correctness", "mcp__optarena__measure"]
     calls = _telemetry(ledger, record)
     assert [c.tool for c in calls] == ["check_correctness", "measure"]
-    assert all(c.status == "ok" for c in calls) and calls[0].verdict == "accepted"
-    assert record.verdict == "accepted" and record.agent_status == "completed"
-
-
-def test_a_claimed_success_does_not_make_a_wrong_file_pass(
-    agent_bins: dict[str, str], ledger: Ledger
-) -> None:
-    record, _ = _trial(agent_bins, ledger, WRONG)
-    calls = _telemetry(ledger, record)
-    assert calls and calls[0].tool == "check_correctness" and calls[0].verdict == "rejected"
+    assert all(c.status == "ok" for c in calls)
+    assert [c.verdict for c in calls] == ["rejected", "rejected"]
     assert record.verdict == "rejected" and "out_of_tolerance" in record.reason_codes
     outcome = json.loads(ledger.store.read_text(record.artifacts["outcome"]))
     assert outcome["status"] == "completed"  # the agent claimed success; the judge decided
