@@ -73,6 +73,20 @@ def rmsnorm(x, weight, *, eps):
     t.join()
     return box[0]
 """,
+    # 3a. work after the reply: the slot's calls run with the worker thawed, so a thread that
+    #     keeps working once the call has returned (while the judge reads the output and
+    #     writes the next input) is the gap a per-call window would miss. The windows tile.
+    "work-after-the-reply": f"""
+import threading
+import numpy as np
+def _more(x, weight, eps):
+    for _ in range(2):
+        {BASE}
+def rmsnorm(x, weight, *, eps):
+    out = {BASE}
+    threading.Thread(target=_more, args=(x.copy(), weight.copy(), eps)).start()
+    return out
+""",
     # 3b. sleeping per call: CPU time would not see it.
     "sleeps-per-call": f"""
 import time
