@@ -34,7 +34,7 @@ from optarena.judge._external_run import (
 )
 from optarena.judge._measure_report import summarize
 from optarena.judge._result import Check
-from optarena.judge._stats import decided, estimate
+from optarena.judge._stats import decided, estimate, median
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import in_scope
 from optarena.tasks.external import FrozenExternal, git
@@ -237,7 +237,7 @@ def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> dict[str, Any]:
         # The OS's wall time includes start-up the metric leaves out, so it only has to agree
         # on the direction: a metric effect beyond min_effect with the wall time not moving at
         # least half as far the same way is what a benchmark that lies about itself looks like.
-        mlog, wlog, thr = _median(logs), _median(wall), math.log1p(m.min_effect)
+        mlog, wlog, thr = median(logs), median(wall), math.log1p(m.min_effect)
         if abs(mlog) > thr and not (wlog * mlog > 0 and abs(wlog) >= thr / 2):
             notes.append(
                 f"the benchmark's own metric and the OS's wall time disagree: metric ratio "
@@ -253,12 +253,6 @@ def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> dict[str, Any]:
         "rounds": rounds,
         "crosscheck": notes,
     }
-
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 def judge_external(
