@@ -137,11 +137,11 @@ def test_a_timing_trick_never_earns_improved(
     result = judge_source(timed_task, ATTACKS[name], opts)
     if result.verdict == "accepted":
         assert result.metrics is not None
-        overall = result.metrics["overall"]
-        assert overall["verdict"] != "improved", (name, overall)
+        overall = result.metrics.overall
+        assert overall.verdict != "improved", (name, overall)
         # does at least the baseline's work: never measured clearly below it (an interval,
         # when there is one, reaches above 0.9; a lone estimate without one is noise)
-        ci = overall["ratio_ci"]
+        ci = overall.ratio_ci
         assert ci is None or ci[1] > 0.9, (name, overall)
     else:
         assert result.metrics is None
@@ -194,7 +194,7 @@ def rmsnorm(x, weight, *, eps):
     assert took < 12.0 + 6.0, took  # the limit, plus starting and ending workers
     if result.verdict == "accepted":
         assert result.metrics is not None
-        assert result.metrics["stop"]["reason"] == "deadline"
-        assert result.metrics["overall"]["verdict"] != "improved"
+        assert result.metrics.stop.reason == "deadline"
+        assert result.metrics.overall.verdict != "improved"
     else:
         assert {"timeout"} & set(result.reason_codes), result.reasons

@@ -6,16 +6,53 @@ from __future__ import annotations
 from typing import Any
 
 from optarena.cli._speed_view import aa_warning, speed_text, why_inconclusive
+from optarena.records import (
+    AAControl,
+    Comparison,
+    Instructions,
+    Metrics,
+    Protocol,
+    Stop,
+    Summary,
+)
+
+
+def _summary(verdict: Any, ratio: float | None, ci: list[float] | None) -> Summary:
+    return Summary(
+        ratio=ratio, ratio_ci=ci, speedup=None if ratio is None else 1 / ratio,
+        speedup_ci=None, verdict=verdict, why="", pairs=0, outliers=0, notes=[],
+    )  # fmt: skip
 
 
 def _comparison(
-    verdict: str, ratio: float | None, ci: list[float] | None, pairs: int, reason: str
-) -> dict[str, Any]:
-    return {
-        "overall": {"verdict": verdict, "ratio": ratio, "ratio_ci": ci, "notes": []},
-        "protocol": {"min_effect": 0.02, "min_pairs": 6},
-        "stop": {"reason": reason, "pairs": pairs, "used_s": 30.2, "budget_s": 30.0},
-    }
+    verdict: Any, ratio: float | None, ci: list[float] | None, pairs: int, reason: Any
+) -> Metrics:
+    protocol = Protocol(
+        min_effect=0.02, budget_s=30.0, warmup_calls=2, calls_per_slot=8, rounds_per_pair=2,
+        min_pairs=6, max_pairs=40, confidence=0.95, precision=0.01, resamples=1000,
+        bootstrap_seed=1, stream=0, cpus=[None],
+    )  # fmt: skip
+    summary = _summary(verdict, ratio, ci)
+    return Metrics(
+        arms={"a": "baseline", "b": "candidate"},
+        protocol=protocol,
+        overall=summary,
+        workloads=[],
+        stop=Stop(reason=reason, pairs=pairs, rounds=0, samples=0, budget_s=30.0, used_s=30.2),
+        clock="cpu",
+        clock_note="",
+        integrity=[],
+        cpu_accounting="cgroup2",
+        freeze="cgroup2",
+        verdict=verdict,
+        instructions=Instructions(available=False, reason="not asked"),
+    )
+
+
+def _aa(floor: float | None) -> AAControl:
+    c = _comparison("no_difference", 1.0, [0.99, 1.01], 8, "decided")
+    return AAControl(comparison=Comparison.model_validate(c.model_dump(include=set(
+        Comparison.model_fields))), noise_floor=floor)  # fmt: skip
 
 
 def test_noise_wider_than_the_minimum_effect_says_so_and_what_would_help() -> None:
@@ -49,19 +86,19 @@ def test_a_decided_comparison_needs_no_explanation() -> None:
 
 
 def test_an_aa_noise_floor_wider_than_the_minimum_effect_is_a_warning() -> None:
-    warning = aa_warning({"noise_floor": 0.06}, 0.02)
+    warning = aa_warning(_aa(0.06), 0.02)
     assert warning is not None and "noise floor +-6.0% is wider than the minimum effect 2.0%" in (
         warning
     )
     assert "--min-effect 0.06" in warning
-    assert aa_warning({"noise_floor": 0.01}, 0.02) is None
-    assert aa_warning({"noise_floor": None}, 0.02) is None
+    assert aa_warning(_aa(0.01), 0.02) is None
+    assert aa_warning(_aa(None), 0.02) is None
 
 
 def test_the_speed_line() -> None:
-    m = {"overall": {"ratio": 0.8, "ratio_ci": [0.75, 0.88], "verdict": "improved"}}
+    m = _comparison("improved", 0.8, [0.75, 0.88], 8, "decided")
     assert speed_text(m) == "0.80x baseline (-20%), interval 0.75..0.88, improved"
-    m = {"overall": {"ratio": 1.023, "ratio_ci": None, "verdict": "inconclusive"}}
+    m = _comparison("inconclusive", 1.023, None, 2, "budget")
     assert speed_text(m) == "1.02x baseline (+2%), no interval, inconclusive"
     assert speed_text(None, "rejected") == "none (rejected)"
     assert speed_text(None, "accepted") == "not measured"

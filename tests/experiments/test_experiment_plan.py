@@ -52,6 +52,7 @@ def _plan(tmp_path: Path, text: str = GOOD) -> Path:
         (('artifacts = "art"', 'artifacts = "missing"'), "conditions.1.artifacts", "not a dir"),
         (("seed = 3", "seed = 3\ncolour = 1"), "experiment.colour", "not a known field"),
         (('command = "true"\n\n[[conditions]]', "\n[[conditions]]"), "conditions.0.command", ""),
+        (("[experiment]", "schema_version = 9\n[experiment]"), "schema_version", "is newer"),
     ],
 )
 def test_bad_plans_name_the_file_and_field(

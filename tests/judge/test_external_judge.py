@@ -51,13 +51,11 @@ def frozen(tmp_path: Path) -> Path:
 def test_the_known_optimization_is_accepted_and_improved(tmp_path: Path, frozen: Path) -> None:
     r = judge_external(load_frozen(frozen), _candidate(tmp_path, "sieve"), seed=1)
     assert r.verdict == "accepted" and r.gaps == []
-    assert r.metrics is not None and r.metrics["verdict"] == "improved"
-    assert r.metrics["overall"]["ratio"] < 0.2
+    assert r.metrics is not None and r.metrics.verdict == "improved"
+    assert r.metrics.overall.ratio < 0.2
     assert r.candidate["changed"] == ["primes.py"]
-    assert r.metrics["crosscheck"] == []  # the OS's wall time agrees on the direction
-    assert all(
-        x["baseline_cpu_s"] is not None and x["candidate_wall_s"] > 0 for x in r.metrics["rounds"]
-    )
+    assert r.metrics.crosscheck == []  # the OS's wall time agrees on the direction
+    assert all(x.baseline_cpu_s is not None and x.candidate_wall_s > 0 for x in r.metrics.rounds)
 
 
 def test_a_candidate_that_breaks_a_test_is_rejected_with_the_test_names(
@@ -93,7 +91,7 @@ def test_a_no_op_patch_is_not_improved(tmp_path: Path, frozen: Path) -> None:
     empty.mkdir()
     r = judge_external(load_frozen(frozen), empty, seed=2)
     assert r.verdict == "accepted" and r.metrics is not None
-    assert r.metrics["verdict"] != "improved"
+    assert r.metrics.verdict != "improved"
 
 
 def test_a_patch_candidate_applies_against_base(tmp_path: Path, frozen: Path) -> None:
@@ -118,8 +116,8 @@ def test_without_a_gate_the_verdict_is_unverified_and_never_improved(tmp_path: P
     freeze_external(_project(tmp_path, {gate: ""}), out)
     r = judge_external(load_frozen(out), _candidate(tmp_path, "sieve"), seed=3)
     assert r.verdict == "unverified" and r.gaps == ["no_quality_gate"]
-    assert r.metrics is not None and r.metrics["verdict"] != "improved"
-    assert "no quality gate" in r.metrics["overall"]["why"]
+    assert r.metrics is not None and r.metrics.verdict != "improved"
+    assert "no quality gate" in r.metrics.overall.why
     assert main(["judge", str(out), str(_candidate(tmp_path / "x", "sieve"))]) == 1
 
 

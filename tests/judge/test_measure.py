@@ -127,24 +127,24 @@ def test_a_planted_2x_slowdown_is_regressed(small_task: Task, cand: Callable[[st
     result = judge(small_task, cand(SLOW_2X), JudgeOptions(budget_s=BUDGET_S))
     assert result.verdict == "accepted"
     m = result.metrics
-    assert m is not None and m["verdict"] in SLOWER, m and m["overall"]
+    assert m is not None and m.verdict in SLOWER, m and m.overall
     # Each call is one request through the worker loop: its fixed cost per call (~140 us of
     # CPU on the development VM, see docs/measurement.md) dilutes a 2x slowdown to ~1.35x;
     # load shrinks it further but, both arms interleaved in every round, never inverts it.
-    o = m["overall"]
-    assert o["ratio"] > 1.05, o
-    if m["verdict"] == "regressed":  # what the verdict promises: the interval is a slowdown
-        assert o["ratio_ci"][0] > 1.0, o
-    assert m["stop"]["reason"] in ("decided", "precise", "budget")
+    o = m.overall
+    assert o.ratio > 1.05, o
+    if m.verdict == "regressed":  # what the verdict promises: the interval is a slowdown
+        assert o.ratio_ci is not None and o.ratio_ci[0] > 1.0, o
+    assert m.stop.reason in ("decided", "precise", "budget")
     # raw samples, in order, for every pair: rounds x 2 slots x calls per slot, both arms
-    for w in m["workloads"]:
-        for p in w["pairs"]:
-            n = len(p["orders"]) * 2 * p["calls_per_slot"]
-            assert len(p["a_ns"]) == len(p["b_ns"]) == len(p["a_cpu_ns"]) == n
-            assert p["orders"].count("ABBA") == p["orders"].count("BAAB") >= 1
-            assert all(x != y for x, y in zip(p["orders"], p["orders"][1:], strict=False))
+    for w in m.workloads:
+        for p in w.pairs:
+            n = len(p.orders) * 2 * p.calls_per_slot
+            assert len(p.a_ns) == len(p.b_ns) == len(p.a_cpu_ns) == n
+            assert p.orders.count("ABBA") == p.orders.count("BAAB") >= 1
+            assert all(x != y for x, y in zip(p.orders, p.orders[1:], strict=False))
     assert result.timings_s["measurement"] > 0
-    assert m["instructions"]["available"] is False
+    assert m.instructions.available is False
 
 
 def test_aa_is_never_improved_or_regressed(same_code_task: Task) -> None:
@@ -172,9 +172,9 @@ def test_tampered_clocks_change_nothing(same_code_task: Task, cand: Callable[[st
     result = judge(same_code_task, cand(CLOCK_TAMPER), options)
     assert result.verdict == "accepted", result.reasons
     m = result.metrics
-    assert m is not None and m["verdict"] in ("no_difference", "inconclusive"), m["overall"]
+    assert m is not None and m.verdict in ("no_difference", "inconclusive"), m.overall
     # fooled clocks would read about 0.05 (20x faster); the judge's clocks read about 1
-    assert 0.8 < m["overall"]["ratio"] < 1.25, m["overall"]
+    assert 0.8 < m.overall.ratio < 1.25, m.overall
 
 
 def test_compare_two_candidates(small_task: Task, cand: Callable[[str], Path]) -> None:

@@ -16,7 +16,7 @@ from optarena.judge._measure_checks import (
     within_tolerance,
 )
 from optarena.judge._measure_pair import MAX_SLOT_CALLS, round_factor, slot_calls
-from optarena.judge._metrics import Integrity
+from optarena.records import Integrity
 from optarena.tasks import Tolerance
 
 US = 1000

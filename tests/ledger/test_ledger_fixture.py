@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from optarena.ledger import SCHEMA_VERSION, Ledger
-from optarena.records import CallRecord, Judgement, TrialRecord
+from optarena.records import CallRecord, Judgement, Metrics, TrialRecord
 
 FIXTURE = Path(__file__).parent / "data" / "ledger-v2.db"
 
@@ -37,6 +37,11 @@ def test_every_trial_and_judgement_of_an_older_ledger_reads(tmp_path: Path) -> N
             assert ledger.get(t.id) == t
         measured = [j for j in judgements if j.metrics is not None]
         assert len(measured) == 1 and measured[0].verdict == "accepted"
+        m = measured[0].metrics
+        assert isinstance(m, Metrics) and m.kind == "paired_calls"  # typed on read (v1 -> v2)
+        assert m.overall.verdict == m.verdict and m.workloads and m.workloads[0].pairs
+        (speed_trial,) = (t for t in trials if t.metrics is not None)
+        assert speed_trial.metrics == m
         verdicts = sorted(t.verdict or "-" for t in trials)
         assert verdicts == ["-", "accepted", "accepted", "rejected"]
         (interrupted,) = (t for t in trials if t.state == "interrupted")

@@ -67,3 +67,18 @@ def test_loading_names_where_and_which_field() -> None:
         load_call(newer, "log:3")
     with pytest.raises(RecordError, match="must be a JSON object"):
         load_trial("[]")
+
+
+def test_trial_v1_metrics_become_typed_by_kind() -> None:
+    """v1 stored metrics as a plain dict: the builtin judge's (format 2) or an external
+    benchmark's (`rounds`, no `workloads`); v2 tells them apart by `kind`."""
+    paired = {"schema_version": 2, "verdict": "improved", "workloads": []}
+    out = migrate_values("trial", {"schema_version": 1, "metrics": paired})
+    assert out["metrics"] == {**paired, "schema_version": 3, "kind": "paired_calls"}
+    external = {"verdict": "improved", "rounds": [], "crosscheck": []}
+    out = migrate_values("judgement", {"schema_version": 1, "metrics": external})
+    assert out["metrics"]["kind"] == "external_benchmark"
+    assert out["metrics"]["schema_version"] == 1
+    assert migrate_values("trial", {"schema_version": 1, "metrics": None})["metrics"] is None
+    with pytest.raises(RecordError, match="trial 9: speed metrics of format version 1 predate"):
+        load_trial('{"schema_version": 1, "metrics": {"workloads": []}}', "trial 9")

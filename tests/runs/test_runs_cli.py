@@ -178,12 +178,12 @@ def test_the_speed_result_is_shown_wherever_a_trial_is(
     assert SPEED.search(shown.stdout.replace("speed      ", "speed: ")), shown.stdout
     assert "time b/a" in shown.stdout and "stopped:" in shown.stdout  # the comparison table
     assert "overall (H-L)" in shown.stdout and "geometric mean  " not in shown.stdout
-    if accepted.metrics and accepted.metrics["overall"]["verdict"] == "inconclusive":
+    if accepted.metrics and accepted.metrics.overall.verdict == "inconclusive":
         assert "inconclusive: " in shown.stdout  # and why
     assert "metrics " not in shown.stdout  # no raw key: value dump
 
     listed = _cli("trials", "--ledger", led)
-    ratio = accepted.metrics["overall"]["ratio"] if accepted.metrics else None
+    ratio = accepted.metrics.overall.ratio if accepted.metrics else None
     assert ratio is not None and f"{ratio:.2f}x" in listed.stdout
     assert "cond=a" in listed.stdout and accepted.created_at[5:10] in listed.stdout
     lines = listed.stdout.splitlines()

@@ -59,7 +59,7 @@ def compare_cmd(
         if result.failure:
             console.print(f"[red]not measured:[/] {result.failure[:400]}")
         if result.comparison is not None:
-            console.print(comparison_view(result.comparison.model_dump(), title="B against A"))
+            console.print(comparison_view(result.comparison, title="B against A"))
         if result.aa is not None:
             floor = result.aa.noise_floor
             floor_s = "unknown" if floor is None else f"+-{floor:.1%}"

@@ -72,11 +72,11 @@ def judge_external_cmd(
             console.print(f"  - {reason[:400]}")
         m = result.metrics
         if m is not None:
-            o = m["overall"]
-            ci = o.get("ratio_ci")
+            o = m.overall
+            ci = o.ratio_ci
             span = f", interval {ci[0]:.3f}..{ci[1]:.3f}" if ci else ""
-            ratio = "-" if o.get("ratio") is None else f"{o['ratio']:.3f}"
-            console.print(f"  speed: {ratio}x baseline{span}, {o['verdict']} ({o['why']})")
-            for note in m["crosscheck"]:
+            ratio = "-" if o.ratio is None else f"{o.ratio:.3f}"
+            console.print(f"  speed: {ratio}x baseline{span}, {o.verdict} ({o.why})")
+            for note in m.crosscheck:
                 console.print(f"  note: {note}")
     raise typer.Exit(0 if result.verdict == "accepted" else 1)

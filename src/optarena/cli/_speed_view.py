@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from optarena.records import AAControl, AnyMetrics, Comparison, ExternalMetrics, Metrics, Summary
 
 VERDICT_COLORS = {
     "improved": "green",
@@ -28,49 +29,48 @@ def duration(ns: float) -> str:
     return f"{ns / 1e3:.1f} us"
 
 
-def _ratio(summary: dict[str, Any]) -> str:
-    if summary.get("ratio") is None:
+def _ratio(summary: Summary) -> str:
+    if summary.ratio is None:
         return "-"
-    ci = summary.get("ratio_ci")
+    ci = summary.ratio_ci
     span = f" ({ci[0]:.3f} .. {ci[1]:.3f})" if ci else " (no interval)"
-    return f"{summary['ratio']:.3f}{span}"
+    return f"{summary.ratio:.3f}{span}"
 
 
-def speed_text(metrics: dict[str, Any] | None, verdict: str | None = None) -> str:
+def speed_text(metrics: AnyMetrics | None, verdict: str | None = None) -> str:
     """The speed result in a few words: `0.80x baseline (-20%), interval 0.75..0.88, improved`
     (time of the candidate over the baseline's); why there is none when there is none."""
-    if not metrics:
+    if metrics is None:
         return "none (rejected)" if verdict == "rejected" else "not measured"
-    o = metrics.get("overall") or {}
-    ratio, ci = o.get("ratio"), o.get("ratio_ci")
+    o = metrics.overall
+    ratio, ci = o.ratio, o.ratio_ci
     if ratio is None:
-        return f"no estimate, {o.get('verdict', '?')}"
+        return f"no estimate, {o.verdict}"
     span = f"interval {ci[0]:.2f}..{ci[1]:.2f}" if ci else "no interval"
-    return f"{ratio:.2f}x baseline ({ratio - 1:+.0%}), {span}, {o.get('verdict', '?')}"
+    return f"{ratio:.2f}x baseline ({ratio - 1:+.0%}), {span}, {o.verdict}"
 
 
-def speed_markup(metrics: dict[str, Any] | None, verdict: str | None = None) -> str:
+def speed_markup(metrics: AnyMetrics | None, verdict: str | None = None) -> str:
     """`speed_text` with its verdict coloured."""
     text = escape(speed_text(metrics, verdict))
-    v = ((metrics or {}).get("overall") or {}).get("verdict")
+    v = metrics.overall.verdict if metrics is not None else None
     if v and text.endswith(v):
         text = text[: -len(v)] + _verdict(v)
     return text
 
 
-def result_cell(metrics: dict[str, Any] | None, verdict: str | None, codes: list[str]) -> str:
+def result_cell(metrics: AnyMetrics | None, verdict: str | None, codes: list[str]) -> str:
     """A table cell: the reason codes of a rejection, else the speed ratio and its verdict."""
     if verdict == "rejected" or codes:
         return escape(", ".join(codes)) or "-"
     if verdict is None:
         return "-"
-    o = (metrics or {}).get("overall") or {}
-    if not metrics:
+    if metrics is None:
         return "not measured"
-    ratio = o.get("ratio")
-    if ratio is None:
-        return _verdict(o.get("verdict", "?"))
-    return f"{ratio:.2f}x ({ratio - 1:+.0%}) {_verdict(o.get('verdict', '?'))}"
+    o = metrics.overall
+    if o.ratio is None:
+        return _verdict(o.verdict)
+    return f"{o.ratio:.2f}x ({o.ratio - 1:+.0%}) {_verdict(o.verdict)}"
 
 
 def _verdict(v: str) -> str:
@@ -85,24 +85,24 @@ OVERALL_NOTE = (
 )
 
 
-def why_inconclusive(c: dict[str, Any]) -> list[str]:
+def why_inconclusive(c: Comparison) -> list[str]:
     """What limited an inconclusive comparison (too few pairs, noise against the minimum
     effect, the budget) and what would help; nothing for a decided one."""
-    o, p, stop = c["overall"], c["protocol"], c["stop"]
-    if o["verdict"] != "inconclusive":
+    o, p, stop = c.overall, c.protocol, c.stop
+    if o.verdict != "inconclusive":
         return []
-    m, pairs, budget = p["min_effect"], stop["pairs"], stop["budget_s"]
-    ci = o.get("ratio_ci")
-    if not ci:
-        if o.get("notes") and "zero_variance" in o["notes"]:
+    m, pairs, budget = p.min_effect, stop.pairs, stop.budget_s
+    ci = o.ratio_ci
+    if not ci or o.ratio is None:
+        if "zero_variance" in o.notes:
             return ["inconclusive: every pair gave the same ratio (zero variance): no interval"]
         lines = [
             f"inconclusive: {pairs} process pair(s) are too few for an interval (at least "
-            f"{p['min_pairs']} needed)"
+            f"{p.min_pairs} needed)"
         ]
     else:
         half = math.sqrt(ci[1] / ci[0]) - 1  # the interval's half-width, relative
-        ratio = o["ratio"]
+        ratio = o.ratio
         if half > m:
             lines = [
                 f"inconclusive: the noise (interval +-{half:.1%}) is wider than the minimum "
@@ -113,17 +113,17 @@ def why_inconclusive(c: dict[str, Any]) -> list[str]:
                 f"inconclusive: the estimate {ratio - 1:+.1%} is too close to the minimum effect "
                 f"+-{m:.1%} for an interval of +-{half:.1%} to fall on one side"
             ]
-    if stop["reason"] in ("budget", "deadline"):
+    if stop.reason in ("budget", "deadline"):
         if ci:
             more = f"--budget-s {4 * budget:g} gives about 4x the pairs, half the interval width"
         else:
-            per_pair = stop["used_s"] / max(pairs, 1)
-            enough = math.ceil(1.5 * p["min_pairs"] * per_pair)
-            more = f"--budget-s {enough} gives about {p['min_pairs']} or more"
+            per_pair = stop.used_s / max(pairs, 1)
+            enough = math.ceil(1.5 * p.min_pairs * per_pair)
+            more = f"--budget-s {enough} gives about {p.min_pairs} or more"
         lines.append(
-            f"  measuring stopped at the budget ({stop['used_s']:.1f} of {budget:g} s); {more}"
+            f"  measuring stopped at the budget ({stop.used_s:.1f} of {budget:g} s); {more}"
         )
-    elif stop["reason"] == "max_pairs":
+    elif stop.reason == "max_pairs":
         lines.append(f"  measuring stopped at the most pairs the protocol allows ({pairs})")
     if ci and math.sqrt(ci[1] / ci[0]) - 1 > m:
         lines.append(
@@ -136,9 +136,9 @@ def _round_up(x: float) -> str:
     return f"{math.ceil(x * 100) / 100:g}"
 
 
-def aa_warning(aa: dict[str, Any], min_effect: float) -> str | None:
+def aa_warning(aa: AAControl, min_effect: float) -> str | None:
     """A warning when the A/A noise floor is wider than the minimum effect asked for."""
-    floor = aa.get("noise_floor")
+    floor = aa.noise_floor
     if floor is None or floor <= min_effect:
         return None
     return (
@@ -148,55 +148,83 @@ def aa_warning(aa: dict[str, Any], min_effect: float) -> str | None:
     )
 
 
-def comparison_view(c: dict[str, Any], title: str | None = None) -> RenderableType:
+def comparison_view(c: Comparison, title: str | None = None) -> RenderableType:
     """Per workload and overall: median times, time ratio b/a with interval, verdict."""
-    arms = c.get("arms", {})
+    arms = c.arms
     table = Table(title=title, header_style="bold", expand=False)
     table.add_column("workload")
     table.add_column(str(arms.get("a", "a"))[-28:], justify="right")
     table.add_column(str(arms.get("b", "b"))[-28:], justify="right")
     table.add_column("time b/a (95% interval)", justify="right")
     table.add_column("verdict")
-    for w in c["workloads"]:
-        s = w["summary"]
-        a, b = duration(w["median_a_ns"]), duration(w["median_b_ns"])
-        table.add_row(w["name"], a, b, _ratio(s), _verdict(s["verdict"]))
-    o = c["overall"]
-    table.add_row(f"[bold]{OVERALL_LABEL}[/]", "", "", _ratio(o), _verdict(o["verdict"]))
-    stop = c["stop"]
+    for w in c.workloads:
+        s = w.summary
+        a, b = duration(w.median_a_ns), duration(w.median_b_ns)
+        table.add_row(w.name, a, b, _ratio(s), _verdict(s.verdict))
+    o = c.overall
+    table.add_row(f"[bold]{OVERALL_LABEL}[/]", "", "", _ratio(o), _verdict(o.verdict))
+    stop = c.stop
     lines = [
-        escape(o["why"]),
+        escape(o.why),
         *(escape(line) for line in why_inconclusive(c)),
         escape(OVERALL_NOTE),
-        escape(f"clock: {c['clock_note']}"),
-        f"stopped: {stop['reason']} after {stop['pairs']} process pairs, {stop['rounds']} "
-        f"rounds, {stop['samples']} timed calls, {stop['used_s']:.1f} of {stop['budget_s']:g} s",
+        escape(f"clock: {c.clock_note}"),
+        f"stopped: {stop.reason} after {stop.pairs} process pairs, {stop.rounds} "
+        f"rounds, {stop.samples} timed calls, {stop.used_s:.1f} of {stop.budget_s:g} s",
     ]
     return Group(table, *lines)
 
 
-def metrics_view(m: dict[str, Any]) -> RenderableType:
-    """The judge's speed metrics: the comparison, the A/A control and instruction counts."""
+def metrics_view(m: AnyMetrics) -> RenderableType:
+    """The judge's speed metrics: the comparison, the A/A control and instruction counts, or
+    an external benchmark's rounds."""
+    if isinstance(m, ExternalMetrics):
+        return benchmark_view(m)
+    return _paired_view(m)
+
+
+def _paired_view(m: Metrics) -> RenderableType:
     parts: list[RenderableType] = [comparison_view(m, title="speed against the baseline")]
-    aa = m.get("aa")
-    if aa:
-        floor = aa.get("noise_floor")
-        o = aa["comparison"]["overall"]
+    if m.aa is not None:
+        floor = m.aa.noise_floor
+        o = m.aa.comparison.overall
         floor_s = "unknown" if floor is None else f"+-{floor:.1%}"
         parts.append(
-            f"A/A control: {_verdict(o['verdict'])}, ratio {_ratio(o)}; noise floor "
+            f"A/A control: {_verdict(o.verdict)}, ratio {_ratio(o)}; noise floor "
             f"{floor_s} (effects inside it are never improved/regressed)"
         )
-        warning = aa_warning(aa, m["protocol"]["min_effect"])
+        warning = aa_warning(m.aa, m.protocol.min_effect)
         if warning:
             parts.append(f"[yellow]{escape(warning)}[/]")
-    ins = m.get("instructions") or {}
-    if ins.get("available"):
-        ratios = ", ".join(f"{w} {r:.3f}" for w, r in ins.get("ratio", {}).items())
-        parts.append(f"instructions b/a ({ins.get('tool')}): {ratios}")
-    elif ins:
-        parts.append(escape(f"instructions: not counted ({ins.get('reason')})"))
+    ins = m.instructions
+    if ins.available:
+        ratios = ", ".join(f"{w} {r:.3f}" for w, r in ins.ratio.items())
+        parts.append(f"instructions b/a ({ins.tool}): {ratios}")
+    else:
+        parts.append(escape(f"instructions: not counted ({ins.reason})"))
     return Group(*parts)
+
+
+def benchmark_view(m: ExternalMetrics) -> RenderableType:
+    """An external benchmark: its rounds, the estimate and what the OS's wall time says."""
+    table = Table(title="the project's benchmark, baseline against candidate", header_style="bold")
+    for col in ("round", "order", "baseline", "candidate", "wall b / c (s)"):
+        table.add_column(col, justify="right")
+    for i, r in enumerate(m.rounds, 1):
+        table.add_row(
+            str(i), r.order, f"{r.baseline:.6g}", f"{r.candidate:.6g}",
+            f"{r.baseline_wall_s:.2f} / {r.candidate_wall_s:.2f}",
+        )  # fmt: skip
+    o = m.overall
+    lines = [
+        f"ratio {_ratio(o)} ({escape(m.ratio_meaning)}): {_verdict(o.verdict)}",
+        escape(o.why),
+        escape(
+            f"stopped: {m.stop.reason} after {m.stop.rounds} rounds (budget {m.stop.budget_s:g} s)"
+        ),
+        *(f"[yellow]{escape(note)}[/]" for note in m.crosscheck),
+    ]
+    return Group(table, *lines)
 
 
 @contextmanager

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
-
-from pydantic import BaseModel, Field
 
 from optarena.experiments._execute import ExperimentState
 from optarena.experiments._stats import (
@@ -25,87 +22,18 @@ from optarena.experiments._stats import (
     wilson,
 )
 from optarena.ledger import TrialRecord
-
-COMPARISON_SCHEMA_VERSION = 1
-
-
-class TrialRow(BaseModel):
-    """One trial as the comparison uses it."""
-
-    trial_id: str
-    task: str
-    condition: str
-    repetition: int
-    agent_status: str | None
-    verdict: str | None
-    speedup: float | None = Field(description="baseline time / candidate time; None unmeasured")
-    speed_verdict: str | None
-    effective_speedup: float
-    tokens: int | None = Field(description="input + output tokens; None when unknown")
-    cost_usd: float | None
-    agent_wall_s: float | None
-    wall_s: float | None = Field(description="the whole trial, all phases")
-    identity: str = Field(description="task, judge and runtime hashes: pairs must share it")
-
-
-class Total(BaseModel):
-    """A sum over trials that says how many trials' figure was unknown."""
-
-    value: float | None = Field(description="sum over the known ones; None if none known")
-    unknown: int
-
-
-class ConditionSummary(BaseModel):
-    name: str
-    trials: int
-    agent_status: dict[str, int]
-    accepted: int
-    correctness_rate: float | None
-    correctness_ci: list[float] | None
-    improved: int = Field(description="accepted and speed verdict 'improved'")
-    improvement_rate: float | None
-    improvement_ci: list[float] | None
-    speedup_median: float | None = Field(description="accepted candidates' speed-ups")
-    speedup_ci: list[float] | None
-    effective_median: float | None
-    effective_ci: list[float] | None
-    best_of_k: list[float] = Field(description="expected best effective speed-up, k=1..n")
-    tokens: Total
-    cost_usd: Total
-    agent_wall_s: Total
-    wall_s: Total
-    cost_per_accepted: float | None = Field(description="None when any cost is unknown")
-    cost_per_log_speedup: float | None
-
-
-class TreatmentComparison(BaseModel):
-    treatment: str
-    baseline: str
-    pairs: int
-    drift_excluded: list[str] = Field(description="pair keys whose identities differ")
-    log_speedup_diff: float | None
-    log_speedup_ci: list[float] | None
-    correctness_diff: float | None
-    correctness_ci: list[float] | None
-    verdict: str
-    why: str
-
-
-class ExperimentComparison(BaseModel):
-    schema_version: int = COMPARISON_SCHEMA_VERSION
-    experiment: str
-    plan_sha256: str
-    scheduled: int
-    complete: int
-    conditions: list[ConditionSummary]
-    comparisons: list[TreatmentComparison]
-    trials: list[TrialRow]
+from optarena.records import (
+    ConditionSummary,
+    ExperimentComparison,
+    Total,
+    TreatmentComparison,
+    TrialRow,
+)
 
 
 def trial_row(r: TrialRecord) -> TrialRow:
-    m: dict[str, Any] = r.metrics or {}
-    overall = m.get("overall") or {}
-    speedup = overall.get("speedup") if r.verdict == "accepted" else None
+    accepted = r.verdict == "accepted" and r.metrics is not None
+    speedup = r.metrics.overall.speedup if accepted and r.metrics is not None else None
     usage = r.metered_usage or r.usage
     tokens = None
     if usage.input_tokens is not None and usage.output_tokens is not None:
@@ -120,7 +48,7 @@ def trial_row(r: TrialRecord) -> TrialRow:
         agent_status=r.agent_status,
         verdict=r.verdict,
         speedup=speedup,
-        speed_verdict=m.get("verdict") if r.verdict == "accepted" else None,
+        speed_verdict=r.metrics.verdict if accepted and r.metrics is not None else None,
         effective_speedup=effective_speedup(r.verdict == "accepted", speedup),
         tokens=tokens,
         cost_usd=usage.cost_usd,

@@ -12,69 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-from optarena.errors import OptarenaError, SpecError
+from optarena.errors import OptarenaError, RecordError, SpecError
+from optarena.records import Condition, ExperimentPlan, migrate_values
 from optarena.tasks import Task, resolve_task
-
-PLAN_SCHEMA_VERSION = 1
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ExperimentSection(_Strict):
-    name: str = Field(min_length=1, description="the experiment's name, also its ledger tag")
-    seed: int = Field(default=0, ge=0, description="trial order and per-trial seeds derive from it")
-    repetitions: int = Field(ge=1, description="trials per (task, condition)")
-    tasks: list[str] = Field(min_length=1, description="built-in ids or task directories")
-    max_parallel: int = Field(default=1, ge=1, description="agents running at once")
-
-
-class LimitsSection(_Strict):
-    timeout_s: float = Field(default=1800.0, gt=0, description="agent wall time per trial")
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_cost_usd: float | None = Field(default=None, gt=0)
-    max_calls: int | None = Field(default=None, ge=1)
-
-
-class JudgeSection(_Strict):
-    measure: bool = True
-    budget_s: float | None = Field(default=None, gt=0, description="measurement budget per trial")
-    min_effect: float | None = Field(default=None, gt=0, lt=1)
-
-
-class Condition(_Strict):
-    name: str = Field(min_length=1)
-    agent: str = Field(min_length=1, description="claude, codex, command, replay, module:Class")
-    command: str | None = Field(default=None, description="the 'command' agent's template")
-    agent_args: dict[str, str] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict, description="extra agent environment")
-    artifacts: str = Field(default="", description="directory copied into the workspace")
-    labels: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not v.replace("-", "").replace("_", "").isalnum():
-            raise ValueError("must be letters, digits, '-' or '_'")
-        return v
-
-
-class CompareSection(_Strict):
-    baseline: str
-    treatments: list[str] = Field(min_length=1)
-    min_effect: float = Field(default=0.05, gt=0, lt=1)
-
-
-class ExperimentPlan(_Strict):
-    schema_version: int = PLAN_SCHEMA_VERSION
-    experiment: ExperimentSection
-    limits: LimitsSection = Field(default_factory=LimitsSection)
-    judge: JudgeSection = Field(default_factory=JudgeSection)
-    conditions: list[Condition] = Field(min_length=1)
-    compare: CompareSection | None = None
 
 
 @dataclass(frozen=True)
@@ -119,9 +61,11 @@ def load_plan(path: Path) -> LoadedPlan:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise SpecError(path, "", f"not valid TOML: {e}") from None
     try:
-        plan = ExperimentPlan.model_validate(data)
+        plan = ExperimentPlan.model_validate(migrate_values("plan", data, where=str(path)))
     except ValidationError as e:
         raise _validation_error(path, e) from None
+    except RecordError as e:
+        raise SpecError(path, "schema_version", str(e).removeprefix(f"{path}: ")) from None
     names = [c.name for c in plan.conditions]
     for i, n in enumerate(names):
         if n in names[:i]:

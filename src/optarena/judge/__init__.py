@@ -4,9 +4,9 @@ then speed, paired against the baseline (or any other candidate) with an A/A con
 from optarena.judge._compare import CompareResult, aa_control, compare
 from optarena.judge._external import judge_external
 from optarena.judge._judge import JudgeOptions, judge, new_seed
-from optarena.judge._metrics import AAControl, Comparison, Metrics
 from optarena.judge._result import JUDGE_SCHEMA_VERSION, Check, JudgeResult
 from optarena.judge._seal import JudgeTamperedError, verify_judge
+from optarena.records import AAControl, Comparison, Metrics
 
 __all__ = [
     "JUDGE_SCHEMA_VERSION",

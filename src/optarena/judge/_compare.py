@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optarena.errors import OptarenaError
 from optarena.judge._judge import JudgeOptions, judge, new_seed
-from optarena.judge._metrics import AAControl, Comparison
 from optarena.judge._result import TaskRef
 from optarena.judge._speed import MAIN_STREAM, SpeedOptions, apply_floor, compare_dirs, run_aa
+from optarena.records import AAControl, Comparison
 from optarena.tasks import Task
 
 COMPARE_SCHEMA_VERSION = 1

@@ -35,6 +35,7 @@ from optarena.judge._external_run import (
 from optarena.judge._measure_report import summarize
 from optarena.judge._result import Check
 from optarena.judge._stats import decided, estimate, median
+from optarena.records import BenchmarkRound, BenchmarkStop, ExternalMetrics
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import in_scope
 from optarena.tasks.external import FrozenExternal, git
@@ -53,7 +54,7 @@ class ExternalJudgement(BaseModel):
     reason_codes: list[str]
     reasons: list[str]
     checks: list[Check]
-    metrics: dict[str, Any] | None = None
+    metrics: ExternalMetrics | None = None
     gaps: list[str] = Field(description="no_quality_gate, no_benchmark")
     ignored: list[str] = Field(description="new files outside the scope, listed and not judged")
     started_at: str
@@ -188,17 +189,19 @@ def _bench_once(ctx: _Ctx, tree: Path, arm: str) -> tuple[float, CommandRun]:
     return value, r
 
 
-def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> dict[str, Any]:
+def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> ExternalMetrics:
     """AB/BA rounds from a random start until decided, the budget or max_rounds."""
     spec = ctx.frozen.spec
     b, m = spec.benchmark, spec.measurement
     assert b is not None
     rng = random.Random(seed)
-    orders = ("AB", "BA") if rng.random() < 0.5 else ("BA", "AB")
-    rounds: list[dict[str, Any]] = []
+    orders: tuple[Literal["AB", "BA"], Literal["AB", "BA"]] = (
+        ("AB", "BA") if rng.random() < 0.5 else ("BA", "AB")
+    )
+    rounds: list[BenchmarkRound] = []
     logs: list[float] = []
     t0 = datetime.now(UTC).timestamp()
-    stop = "max_rounds"
+    stop: Literal["decided", "budget", "max_rounds"] = "max_rounds"
     for i in range(m.max_rounds):
         order = orders[i % 2]
         got: dict[str, tuple[float, CommandRun]] = {}
@@ -214,9 +217,11 @@ def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> dict[str, Any]:
         log = math.log(cv / bv) if b.direction == "lower" else math.log(bv / cv)
         logs.append(log)
         rounds.append(
-            {"order": order, "baseline": bv, "candidate": cv, "baseline_wall_s": br.wall_s,
-             "candidate_wall_s": cr.wall_s, "baseline_cpu_s": br.cpu_s,
-             "candidate_cpu_s": cr.cpu_s, "log_ratio": log}
+            BenchmarkRound(
+                order=order, baseline=bv, candidate=cv, baseline_wall_s=br.wall_s,
+                candidate_wall_s=cr.wall_s, baseline_cpu_s=br.cpu_s, candidate_cpu_s=cr.cpu_s,
+                log_ratio=log,
+            )
         )  # fmt: skip
         if len(logs) >= m.min_rounds:
             e = estimate(logs, 0.95, seed, min_n=m.min_rounds)
@@ -227,32 +232,42 @@ def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> dict[str, Any]:
             stop = "budget"
             break
     e = estimate(logs, 0.95, seed, min_n=m.min_rounds)
-    summary = summarize(e, m.min_effect).model_dump()
-    notes = []
-    if ctx.frozen.spec.quality is None and summary["verdict"] == "improved":
-        summary["verdict"] = "inconclusive"
-        summary["why"] = "no quality gate: an unverified candidate is never improved"
-    wall = [math.log(r["candidate_wall_s"] / r["baseline_wall_s"]) for r in rounds]
-    if not b.metric.wall and rounds:
-        # The OS's wall time includes start-up the metric leaves out, so it only has to agree
-        # on the direction: a metric effect beyond min_effect with the wall time not moving at
-        # least half as far the same way is what a benchmark that lies about itself looks like.
-        mlog, wlog, thr = median(logs), median(wall), math.log1p(m.min_effect)
-        if abs(mlog) > thr and not (wlog * mlog > 0 and abs(wlog) >= thr / 2):
-            notes.append(
-                f"the benchmark's own metric and the OS's wall time disagree: metric ratio "
-                f"{math.exp(mlog):.3f}, wall ratio {math.exp(wlog):.3f}"
-            )
-    return {
-        "metric": b.metric.model_dump(by_alias=True, exclude_none=True),
-        "direction": b.direction,
-        "ratio_meaning": "candidate/baseline on the 'lower is better' scale: below 1 is better",
-        "verdict": summary["verdict"],
-        "overall": summary,
-        "stop": {"reason": stop, "rounds": len(rounds), "budget_s": m.budget_s},
-        "rounds": rounds,
-        "crosscheck": notes,
-    }
+    summary = summarize(e, m.min_effect)
+    if ctx.frozen.spec.quality is None and summary.verdict == "improved":
+        summary = summary.model_copy(
+            update={
+                "verdict": "inconclusive",
+                "why": "no quality gate: an unverified candidate is never improved",
+            }
+        )
+    return ExternalMetrics(
+        metric=b.metric.model_dump(by_alias=True, exclude_none=True),
+        direction=b.direction,
+        ratio_meaning="candidate/baseline on the 'lower is better' scale: below 1 is better",
+        verdict=summary.verdict,
+        overall=summary,
+        stop=BenchmarkStop(reason=stop, rounds=len(rounds), budget_s=m.budget_s),
+        rounds=rounds,
+        crosscheck=_crosscheck(rounds, logs, b.metric.wall, m.min_effect),
+    )
+
+
+def _crosscheck(
+    rounds: list[BenchmarkRound], logs: list[float], metric_is_wall: bool, min_effect: float
+) -> list[str]:
+    """The OS's wall time includes start-up the metric leaves out, so it only has to agree on
+    the direction: a metric effect beyond min_effect with the wall time not moving at least
+    half as far the same way is what a benchmark that lies about itself looks like."""
+    if metric_is_wall or not rounds:
+        return []
+    wall = [math.log(r.candidate_wall_s / r.baseline_wall_s) for r in rounds]
+    mlog, wlog, thr = median(logs), median(wall), math.log1p(min_effect)
+    if abs(mlog) > thr and not (wlog * mlog > 0 and abs(wlog) >= thr / 2):
+        return [
+            f"the benchmark's own metric and the OS's wall time disagree: metric ratio "
+            f"{math.exp(mlog):.3f}, wall ratio {math.exp(wlog):.3f}"
+        ]
+    return []
 
 
 def judge_external(

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from optarena.judge._client import WorkerClient, WorkerError
 from optarena.judge._correctness import derive_seed
-from optarena.judge._metrics import Instructions
 from optarena.judge._stats import median
+from optarena.records import Instructions
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task
 

@@ -161,7 +161,7 @@ def _judge(
         checks=rec.check_list(),
         reasons=rec.reasons,
         reason_codes=rec.codes,
-        metrics=speed.metrics.model_dump() if speed.metrics and rec.passed else None,
+        metrics=speed.metrics if speed.metrics and rec.passed else None,
         limits=task.spec.limits.model_dump(),
         worker=worker,
         sandbox=sandbox,

@@ -27,8 +27,8 @@ from optarena.judge._measure_pair import (
     PairSession,
 )
 from optarena.judge._measure_report import OVERALL, Report
-from optarena.judge._metrics import Clock, Comparison, Integrity, Protocol, StopReason
 from optarena.judge._stats import Estimate, decided, estimate, log_threshold, mean_rows
+from optarena.records import Clock, Comparison, Integrity, Protocol, StopReason
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task
 

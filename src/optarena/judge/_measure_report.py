@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Protocol as TypingProtocol
 
 from optarena.judge._measure_pair import PairRecord
-from optarena.judge._metrics import (
+from optarena.judge._stats import Estimate, decide, median
+from optarena.records import (
     Clock,
     Comparison,
     Integrity,
@@ -19,7 +20,6 @@ from optarena.judge._metrics import (
     Summary,
     WorkloadMetrics,
 )
-from optarena.judge._stats import Estimate, decide, median
 
 OVERALL = "__overall__"
 

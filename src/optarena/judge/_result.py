@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from optarena.records import Metrics
+
 JUDGE_SCHEMA_VERSION = 1
 
 
@@ -51,7 +53,7 @@ class JudgeResult(_Model):
     checks: list[Check]
     reasons: list[str] = Field(description="'code: detail' for every failure, first per workload")
     reason_codes: list[str] = Field(description="distinct reason codes, in order of discovery")
-    metrics: dict[str, Any] | None = None
+    metrics: Metrics | None = Field(default=None, description="the speed phase's measurement")
     limits: dict[str, Any] = Field(description="the worker limits this judgement ran under")
     worker: dict[str, Any] = Field(default_factory=dict, description="worker interpreter facts")
     sandbox: dict[str, Any] = Field(

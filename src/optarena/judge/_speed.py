@@ -18,8 +18,8 @@ from optarena.errors import TaskPackageError
 from optarena.judge._measure import Measurement, MeasurePlan, Outcome, Progress
 from optarena.judge._measure_pair import ArmFailure
 from optarena.judge._measure_report import OVERALL, summarize
-from optarena.judge._metrics import AAControl, Comparison, Instructions, Metrics
 from optarena.judge._stats import Estimate
+from optarena.records import AAControl, Comparison, Instructions, Metrics
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task
 

@@ -141,22 +141,21 @@ class TaskTools:
             view["speed"] = None
             view["speed_note"] = "no measurement: a rejected candidate gets no speed figure"
             return view
-        overall = m.get("overall", {})
         view["speed"] = {
-            "verdict": m.get("verdict"),
-            "ratio": overall.get("ratio"),
-            "ratio_ci": overall.get("ratio_ci"),
-            "why": overall.get("why"),
+            "verdict": m.verdict,
+            "ratio": m.overall.ratio,
+            "ratio_ci": m.overall.ratio_ci,
+            "why": m.overall.why,
             "budget_s": budget,
-            "stop": m.get("stop"),
+            "stop": m.stop.model_dump(),
             "workloads": [
                 {
-                    "name": w.get("name"),
-                    "ratio": w.get("summary", {}).get("ratio"),
-                    "ratio_ci": w.get("summary", {}).get("ratio_ci"),
-                    "verdict": w.get("summary", {}).get("verdict"),
+                    "name": w.name,
+                    "ratio": w.summary.ratio,
+                    "ratio_ci": w.summary.ratio_ci,
+                    "verdict": w.summary.verdict,
                 }
-                for w in m.get("workloads", [])
+                for w in m.workloads
             ],
             "note": "ratio = candidate time / baseline time; below 1 is faster",
         }

@@ -23,9 +23,10 @@ from pydantic import BaseModel, ValidationError
 
 from optarena.errors import RecordError
 from optarena.records._calls import CALL_RECORD_VERSION, CallRecord
+from optarena.records._experiment import COMPARISON_SCHEMA_VERSION, PLAN_SCHEMA_VERSION
 from optarena.records._trial import TRIAL_RECORD_VERSION, Judgement, TrialRecord
 
-RecordKind = Literal["trial", "judgement", "call"]
+RecordKind = Literal["trial", "judgement", "call", "plan", "comparison"]
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -39,13 +40,39 @@ class RecordMigration:
     apply: Callable[[dict[str, Any]], dict[str, Any]]
 
 
-# Every format is at its first version: nothing to migrate yet. Append steps here.
-MIGRATIONS: tuple[RecordMigration, ...] = ()
+def _typed_metrics(data: dict[str, Any]) -> dict[str, Any]:
+    """Trial/judgement v1 -> v2: `metrics` became a typed model told apart by `kind`.
+    v1 stored the builtin judge's metrics (format version 2) or, from `optarena judge` of an
+    external task, its benchmark's dict, which has `rounds` and no `workloads`."""
+    m = data.get("metrics")
+    if isinstance(m, dict) and "kind" not in m:
+        m = dict(m)
+        if "rounds" in m and "workloads" not in m:
+            m["kind"] = "external_benchmark"
+            m.setdefault("schema_version", 1)
+        else:
+            if m.get("schema_version", 1) != 2:
+                raise RecordError(
+                    f"speed metrics of format version {m.get('schema_version', 1)} predate the "
+                    "judge-side clocks and cannot be read as today's metrics"
+                )
+            m["kind"] = "paired_calls"
+            m["schema_version"] = 3
+        data["metrics"] = m
+    return data
+
+
+MIGRATIONS: tuple[RecordMigration, ...] = (
+    RecordMigration("trial", 1, "metrics typed, with a kind", _typed_metrics),
+    RecordMigration("judgement", 1, "metrics typed, with a kind", _typed_metrics),
+)
 
 CURRENT: dict[RecordKind, int] = {
     "trial": TRIAL_RECORD_VERSION,
     "judgement": TRIAL_RECORD_VERSION,
     "call": CALL_RECORD_VERSION,
+    "plan": PLAN_SCHEMA_VERSION,
+    "comparison": COMPARISON_SCHEMA_VERSION,
 }
 
 
@@ -74,7 +101,10 @@ def migrate_values(
         step = steps.get(version)
         if step is None:
             raise RecordError(f"{where}: no migration of {kind} records from version {version}")
-        out = step.apply(dict(out))
+        try:
+            out = step.apply(dict(out))
+        except RecordError as e:
+            raise RecordError(f"{where}: {e}") from None
         version += 1
         out["schema_version"] = version
     return out

@@ -14,8 +14,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optarena.records._agent import AgentLimits, AgentStatus, Usage
+from optarena.records._metrics import AnyMetrics
 
-TRIAL_RECORD_VERSION = 1
+TRIAL_RECORD_VERSION = 2  # 2: metrics typed (`AnyMetrics`)
 
 TrialState = Literal["running", "complete", "interrupted"]
 TrialVerdict = Literal["accepted", "rejected"]
@@ -66,7 +67,7 @@ class Judgement(_Model):
     verdict: TrialVerdict
     reasons: list[str] = Field(default_factory=list)
     reason_codes: list[str] = Field(default_factory=list)
-    metrics: dict[str, Any] | None = Field(default=None, description="null when rejected")
+    metrics: AnyMetrics | None = Field(default=None, description="null when rejected")
     settings: JudgeSettings
     judge_version: str | None = None
     judge_sha256: str | None = None
@@ -138,7 +139,7 @@ class TrialRecord(_Model):
     verdict: TrialVerdict | None = None
     reasons: list[str] = Field(default_factory=list)
     reason_codes: list[str] = Field(default_factory=list)
-    metrics: dict[str, Any] | None = None
+    metrics: AnyMetrics | None = Field(default=None, description="null when rejected")
 
     phases_s: dict[str, float] = Field(default_factory=dict, description="wall time per phase")
     artifacts: dict[str, str] = Field(default_factory=dict, description="name -> artifact sha")

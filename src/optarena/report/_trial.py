@@ -5,20 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from html import escape
-from typing import Any
 
 from optarena.ledger import TrialRecord
 from optarena.report._html import CSS
 
 
 def _facts(r: TrialRecord) -> list[tuple[str, str]]:
-    m: dict[str, Any] = r.metrics or {}
-    o = m.get("overall") or {}
     speed = "-"
-    if o.get("ratio") is not None:
-        ci = o.get("ratio_ci")
+    o = r.metrics.overall if r.metrics is not None else None
+    if o is not None and o.ratio is not None:
+        ci = o.ratio_ci
         span = f", interval {ci[0]:.3f}..{ci[1]:.3f}" if ci else ", no interval"
-        speed = f"{o['ratio']:.3f}x baseline{span}, {o.get('verdict')}"
+        speed = f"{o.ratio:.3f}x baseline{span}, {o.verdict}"
     u = r.metered_usage or r.usage
 
     def known(v: object) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from optarena.judge import JudgeOptions, JudgeResult, judge
 from optarena.ledger import ArtifactStore, Judgement, JudgeSettings, utc_now
-from optarena.records import JudgementKind, TrialVerdict
+from optarena.records import JudgementKind, Metrics, TrialVerdict
 from optarena.tasks import Task
 
 JudgeFn = Callable[[Task, Path, JudgeOptions], JudgeResult]
@@ -23,7 +23,7 @@ OUT_OF_SCOPE = "out_of_scope"
 
 def combine(
     out_of_scope: list[str], result: JudgeResult
-) -> tuple[TrialVerdict, list[str], list[str], dict[str, object] | None]:
+) -> tuple[TrialVerdict, list[str], list[str], Metrics | None]:
     """(verdict, reasons, reason codes, metrics) of a trial from its scope and its judgement."""
     if not out_of_scope:
         return result.verdict, list(result.reasons), list(result.reason_codes), result.metrics

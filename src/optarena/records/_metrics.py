@@ -1,4 +1,6 @@
-"""The speed metrics of a judgement (`JudgeResult.metrics`), as a versioned on-disk format.
+"""The speed metrics of a judgement (`JudgeResult.metrics`, `Judgement.metrics`,
+`TrialRecord.metrics`), as a versioned on-disk format: `Metrics` for a builtin task's paired
+calls, `ExternalMetrics` for an external project's benchmark runs; `kind` tells them apart.
 
 Raw samples are stored, in the order they were taken; every statistic can be recomputed from
 them. Ratios are time(b) / time(a): below 1 means arm b (the candidate) is faster. Speed-ups are
@@ -14,11 +16,13 @@ no cgroup CPU accounting; then they use wall time, and `clock_note` says why.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-METRICS_SCHEMA_VERSION = 2  # 2: judge-side clocks (cgroup CPU, request wall), no warm-up slot call
+# 2: judge-side clocks (cgroup CPU, request wall), no warm-up slot call; 3: `kind`
+METRICS_SCHEMA_VERSION = 3
+EXTERNAL_METRICS_VERSION = 1
 
 StopReason = Literal["decided", "precise", "budget", "max_pairs", "deadline"]
 Clock = Literal["cpu", "wall"]
@@ -164,6 +168,49 @@ class Metrics(Comparison):
     """`JudgeResult.metrics` for an accepted candidate that was measured."""
 
     schema_version: int = METRICS_SCHEMA_VERSION
+    kind: Literal["paired_calls"] = Field(
+        default="paired_calls", description="a builtin task's interleaved calls in workers"
+    )
     verdict: VerdictName = Field(description="the overall speed verdict (= overall.verdict)")
     aa: AAControl | None = Field(default=None, description="present when --aa was run")
     instructions: Instructions
+
+
+class BenchmarkRound(_Model):
+    """One AB or BA round of an external benchmark: each arm's command run once."""
+
+    order: Literal["AB", "BA"]
+    baseline: float = Field(description="the benchmark's metric, baseline run")
+    candidate: float = Field(description="the benchmark's metric, candidate run")
+    baseline_wall_s: float = Field(description="the OS's wall time of the baseline run")
+    candidate_wall_s: float
+    baseline_cpu_s: float | None = Field(description="CPU of the run's cgroup; null: unknown")
+    candidate_cpu_s: float | None
+    log_ratio: float = Field(description="log(candidate/baseline) on the lower-is-better scale")
+
+
+class BenchmarkStop(_Model):
+    reason: Literal["decided", "budget", "max_rounds"]
+    rounds: int
+    budget_s: float
+
+
+class ExternalMetrics(_Model):
+    """`metrics` of an external project's judgement: its own benchmark, rounds AB/BA."""
+
+    schema_version: int = EXTERNAL_METRICS_VERSION
+    kind: Literal["external_benchmark"] = "external_benchmark"
+    metric: dict[str, Any] = Field(description="the frozen spec's metric: how it was read")
+    direction: Literal["lower", "higher"] = Field(description="which way the metric is better")
+    ratio_meaning: str
+    verdict: VerdictName = Field(description="= overall.verdict")
+    overall: Summary
+    stop: BenchmarkStop
+    rounds: list[BenchmarkRound]
+    crosscheck: list[str] = Field(
+        description="disagreements between the benchmark's metric and the OS's wall time"
+    )
+
+
+AnyMetrics = Annotated[Metrics | ExternalMetrics, Field(discriminator="kind")]
+"""Whichever metrics a judgement has; `kind` says which."""
