@@ -13,6 +13,7 @@ from optarena.records import (
     RecordMigration,
     load_call,
     load_judgement,
+    load_tool_call,
     load_trial,
     migrate_values,
 )
@@ -82,3 +83,15 @@ def test_trial_v1_metrics_become_typed_by_kind() -> None:
     assert migrate_values("trial", {"schema_version": 1, "metrics": None})["metrics"] is None
     with pytest.raises(RecordError, match="trial 9: speed metrics of format version 1 predate"):
         load_trial('{"schema_version": 1, "metrics": {"workloads": []}}', "trial 9")
+
+
+def test_formats_owned_by_other_packages_read_through_the_same_steps() -> None:
+    """task.toml, external specs, experiment locks pass their own version; telemetry lines are
+    records like calls: a newer one is refused, never guessed at."""
+    assert migrate_values("task", {"id": "x"}, current=1) == {"id": "x"}
+    with pytest.raises(RecordError, match=r"task\.toml: task record version 2 is newer"):
+        migrate_values("task", {"schema_version": 2}, current=1, where="task.toml")
+    with pytest.raises(TypeError, match="must be passed as `current`"):
+        migrate_values("lock", {})
+    with pytest.raises(RecordError, match=r"tools:2: tool_call record version 9 is newer"):
+        load_tool_call('{"schema_version": 9}', "tools:2")

@@ -77,7 +77,7 @@ INVALID = [
     ),
     ("min_effect = 0.03", "min_effect = 2.0", "measurement.min_effect", "less than 1"),
     ('device = "cpu"', 'device = "tpu"', "requirements.device", "cpu"),
-    ("schema_version = 1", "schema_version = 7", "schema_version", "unsupported"),
+    ("schema_version = 1", "schema_version = 7", "schema_version", "is newer than this optarena"),
 ]
 
 

@@ -22,6 +22,7 @@ from optarena.cli._trial_views import (
 )
 from optarena.errors import OptarenaError
 from optarena.ledger import Ledger, TrialRecord, TrialState, TrialVerdict
+from optarena.records import load_tool_call
 from optarena.runs import TrialConfig, TrialInterrupted, rejudge, run_trial
 from optarena.tasks import resolve_task
 
@@ -280,14 +281,12 @@ def show_cmd(
 def tool_call_lines(ledger: Ledger, record: TrialRecord) -> list[str]:
     """The task-tool calls the agent made (`--task-tools`), from the log optarena's server
     wrote: advice the agent got, never part of the verdict."""
-    from optarena.mcp import ToolCallRecord
-
     sha = record.artifacts.get("logs/tool_calls.jsonl")
     if not sha or not ledger.store.has(sha):
         return []
     calls = [
-        ToolCallRecord.model_validate_json(line)
-        for line in ledger.store.read_text(sha).splitlines()
+        load_tool_call(line, f"trial {record.id}: logs/tool_calls.jsonl:{i}")
+        for i, line in enumerate(ledger.store.read_text(sha).splitlines(), 1)
         if line.strip()
     ]
     total = sum(c.duration_s for c in calls)

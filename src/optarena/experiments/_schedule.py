@@ -17,6 +17,7 @@ from typing import Any
 from optarena.errors import OptarenaError
 from optarena.experiments._plan import LoadedPlan
 from optarena.identity import judge_sha256, runtime_fingerprint
+from optarena.records import migrate_values
 
 LOCK_SCHEMA_VERSION = 1
 
@@ -104,6 +105,9 @@ def drift(plan: LoadedPlan) -> list[str]:
         locked = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise OptarenaError(f"{path}: not a readable lock file: {e}") from None
+    if not isinstance(locked, dict):
+        raise OptarenaError(f"{path}: not a readable lock file: not a JSON object")
+    locked = migrate_values("lock", locked, current=LOCK_SCHEMA_VERSION, where=str(path))
     now = lock_content(plan)
     return [_describe(k, locked.get(k), now[k]) for k in now if locked.get(k) != now[k]]
 

@@ -20,13 +20,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from optarena.judge import JudgeOptions, JudgeResult, judge
+from optarena.records import ToolCallRecord
 from optarena.tasks import Task
 
 TOOL_NAMES = ("task_info", "check_correctness", "measure")
-TELEMETRY_SCHEMA_VERSION = 1
 DEFAULT_MAX_BUDGET_S = 60.0
 
 # "..., expected 0.123" in a tolerance detail is one oracle value: the tools never show one.
@@ -37,24 +35,6 @@ _EXPECTED_VALUE = re.compile(
 
 class ToolInputError(ValueError):
     """A tool was called with arguments it cannot use: the message says which and why."""
-
-
-class ToolCallRecord(BaseModel):
-    """One tool call as the server saw it (a line of the telemetry log)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: int = TELEMETRY_SCHEMA_VERSION
-    tool: str = Field(description="tool name as called")
-    arguments_sha256: str = Field(description="sha256 of the arguments as canonical JSON")
-    started_at: str = Field(description="UTC, ISO 8601")
-    duration_s: float = Field(description="wall time the server spent on the call")
-    status: Literal["ok", "error"] = Field(description="error: bad arguments or a failure")
-    result_bytes: int = Field(description="size of the result text returned to the agent")
-    verdict: str | None = Field(
-        default=None, description="the judge's verdict or speed verdict the call returned, if any"
-    )
-    error: str | None = Field(default=None, description="the error message, when status=error")
 
 
 class Telemetry:

@@ -8,6 +8,7 @@ refuse newer ones with a clear error.
 
 - agent runs: `AgentLimits`, `AgentStatus`, `Usage`, `AgentOutcome`
 - metered model calls: `CallRecord` (a line of `api_calls.jsonl`, a row of `api_calls`)
+- task-tool telemetry: `ToolCallRecord` (a line of `tool_calls.jsonl`)
 - where a trial keeps its files: `TrialPaths`
 - speed metrics: `Metrics` (builtin tasks' paired calls: `Comparison`, `AAControl`, ...),
   `ExternalMetrics` (an external project's benchmark), `AnyMetrics` (either, by `kind`)
@@ -60,10 +61,12 @@ from optarena.records._migrate import (
     RecordMigration,
     load_call,
     load_judgement,
+    load_tool_call,
     load_trial,
     migrate_values,
 )
 from optarena.records._paths import TrialPaths
+from optarena.records._tool_calls import TELEMETRY_SCHEMA_VERSION, ToolCallRecord
 from optarena.records._trial import (
     TRIAL_RECORD_VERSION,
     AgentInfo,
@@ -85,6 +88,7 @@ __all__ = [
     "METRICS_SCHEMA_VERSION",
     "MIGRATIONS",
     "PLAN_SCHEMA_VERSION",
+    "TELEMETRY_SCHEMA_VERSION",
     "TRIAL_RECORD_VERSION",
     "AAControl",
     "AgentInfo",
@@ -121,6 +125,7 @@ __all__ = [
     "StopReason",
     "Summary",
     "TaskInfo",
+    "ToolCallRecord",
     "Total",
     "TreatmentComparison",
     "TrialPaths",
@@ -133,6 +138,7 @@ __all__ = [
     "WorkloadMetrics",
     "load_call",
     "load_judgement",
+    "load_tool_call",
     "load_trial",
     "migrate_values",
 ]

@@ -24,9 +24,16 @@ from pydantic import BaseModel, ValidationError
 from optarena.errors import RecordError
 from optarena.records._calls import CALL_RECORD_VERSION, CallRecord
 from optarena.records._experiment import COMPARISON_SCHEMA_VERSION, PLAN_SCHEMA_VERSION
+from optarena.records._tool_calls import TELEMETRY_SCHEMA_VERSION, ToolCallRecord
 from optarena.records._trial import TRIAL_RECORD_VERSION, Judgement, TrialRecord
 
-RecordKind = Literal["trial", "judgement", "call", "plan", "comparison"]
+# Formats whose models live in the package that owns them (task packages, external specs,
+# task-tool telemetry, experiment locks, the harness registry) pass their version as
+# `current`; they read through the same steps.
+RecordKind = Literal[
+    "trial", "judgement", "call", "plan", "comparison", "task", "external_task", "tool_call",
+    "lock", "registry",
+]  # fmt: skip
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -73,6 +80,7 @@ CURRENT: dict[RecordKind, int] = {
     "call": CALL_RECORD_VERSION,
     "plan": PLAN_SCHEMA_VERSION,
     "comparison": COMPARISON_SCHEMA_VERSION,
+    "tool_call": TELEMETRY_SCHEMA_VERSION,
 }
 
 
@@ -86,6 +94,8 @@ def migrate_values(
 ) -> dict[str, Any]:
     """`data` brought to the current version of `kind` (a new dict; `data` is not changed).
     A record without `schema_version` is version 1, as every first version was."""
+    if current is None and kind not in CURRENT:
+        raise TypeError(f"the current version of {kind} records must be passed as `current`")
     target = CURRENT[kind] if current is None else current
     version = data.get("schema_version", 1)
     if not isinstance(version, int) or version < 1:
@@ -138,3 +148,8 @@ def load_judgement(raw: str | bytes, where: str = "judgement record") -> Judgeme
 def load_call(raw: str | bytes, where: str = "call record") -> CallRecord:
     """A `CallRecord` from a line of `api_calls.jsonl`, of this or any older version."""
     return _load(CallRecord, "call", raw, where)
+
+
+def load_tool_call(raw: str | bytes, where: str = "tool call record") -> ToolCallRecord:
+    """A `ToolCallRecord` from a line of `tool_calls.jsonl`, of this or any older version."""
+    return _load(ToolCallRecord, "tool_call", raw, where)

@@ -14,9 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from optarena.errors import SpecError, UnknownNameError
+from optarena.errors import RecordError, SpecError, UnknownNameError
 from optarena.identity import hash_files, hash_tree, tree_files
-from optarena.tasks._model import TaskSpec
+from optarena.records import migrate_values
+from optarena.tasks._model import TASK_SCHEMA_VERSION, TaskSpec
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 SPEC_FILE = "task.toml"
@@ -147,9 +148,15 @@ def load_task(root: Path) -> Task:
     except UnicodeDecodeError:
         raise SpecError(spec_path, "", "is not UTF-8 text") from None
     try:
-        spec = TaskSpec.model_validate(raw)
+        spec = TaskSpec.model_validate(
+            migrate_values("task", raw, current=TASK_SCHEMA_VERSION, where=str(spec_path))
+        )
     except ValidationError as e:
         raise _format_validation(spec_path, e) from None
+    except RecordError as e:
+        raise SpecError(
+            spec_path, "schema_version", str(e).removeprefix(f"{spec_path}: ")
+        ) from None
     _check_files(spec, root, spec_path)
     return Task(spec=spec, root=root)
 

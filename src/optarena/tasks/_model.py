@@ -231,15 +231,6 @@ class TaskSpec(_Strict):
     requirements: Requirements = Field(default_factory=Requirements)
     controls: list[Control] = Field(default_factory=list)
 
-    @field_validator("schema_version")
-    @classmethod
-    def _schema(cls, v: int) -> int:
-        if v != TASK_SCHEMA_VERSION:
-            raise ValueError(
-                f"unsupported schema_version {v}; this optarena reads {TASK_SCHEMA_VERSION}"
-            )
-        return v
-
     @field_validator("id")
     @classmethod
     def _id(cls, v: str) -> str:

@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from optarena.errors import OptarenaError, SpecError
+from optarena.errors import OptarenaError, RecordError, SpecError
+from optarena.records import migrate_values
 
 EXTERNAL_SCHEMA_VERSION = 1
 
@@ -159,6 +160,18 @@ def is_external_spec(path: Path) -> bool:
     )
 
 
+def _migrated(path: Path, data: Any, prefix: str = "") -> Any:
+    """The spec's data at today's version (older versions step by step, newer refused)."""
+    if not isinstance(data, dict):
+        return data  # validation says what is wrong
+    try:
+        return migrate_values(
+            "external_task", data, current=EXTERNAL_SCHEMA_VERSION, where=str(path)
+        )
+    except RecordError as e:
+        raise SpecError(path, prefix + "schema_version", str(e).removeprefix(f"{path}: ")) from None
+
+
 def _validate(path: Path, data: dict[str, Any], model: type[BaseModel], prefix: str = "") -> Any:
     try:
         return model.model_validate(data)
@@ -174,7 +187,7 @@ def _validate(path: Path, data: dict[str, Any], model: type[BaseModel], prefix: 
 
 
 def load_spec(path: Path) -> ExternalSpec:
-    spec: ExternalSpec = _validate(path, _read_toml(path), ExternalSpec)
+    spec: ExternalSpec = _validate(path, _migrated(path, _read_toml(path)), ExternalSpec)
     return spec
 
 
@@ -242,6 +255,7 @@ def load_frozen(path: Path) -> FrozenExternal:
             f"{path}: an external spec that is not frozen; freeze it first: "
             f"optarena task freeze {path} -o FROZEN.toml"
         )
+    data["spec"] = _migrated(path, data.get("spec"), "spec.")
     f: FrozenExternal = _validate(path, data, FrozenExternal)
     f = f.model_copy(update={"path": str(path.resolve())})
     drift = []
