@@ -176,7 +176,9 @@ def show_lines(record: TrialRecord) -> list[str]:
     r, u = record, record.usage
     lines = [
         f"[bold]trial[/]      {r.id}  ({r.state}; {r.created_at} -> {r.finished_at or '-'})",
-        f"task       {r.task.id}@{r.task.version} {r.task.sha256[:12]}  ({escape(r.task.root)})",
+        f"task       {r.task.id}@{r.task.version} {r.task.sha256[:12]}  ("
+        + ("external project, frozen: " if r.task.kind == "external" else "")
+        + f"{escape(r.task.root)})",
         f"agent      {r.agent.label}  version {r.agent.version or '?'}  "
         f"model {r.agent.model or '(default)'}  runner {r.agent.runner}",
         f"flags      {escape(str(r.agent.flags))}",

@@ -24,7 +24,8 @@ from optarena.errors import OptarenaError
 from optarena.ledger import Ledger, TrialRecord, TrialState, TrialVerdict
 from optarena.records import load_tool_call
 from optarena.runs import TrialConfig, TrialInterrupted, rejudge, run_trial
-from optarena.tasks import resolve_task
+from optarena.tasks import Task, resolve_task
+from optarena.tasks.external import FrozenExternal
 
 trial_app = typer.Typer(help="Inspect and re-judge recorded trials.", no_args_is_help=True)
 app.add_typer(trial_app, name="trial")
@@ -102,9 +103,24 @@ def _summary(record: TrialRecord, ledger: Ledger) -> None:
     console.print(f"  recorded in {ledger.db_path}; details: optarena trial show {record.id}")
 
 
+def _trial_target(task: str) -> Task | FrozenExternal:
+    """A task package by id or directory, or a frozen external spec (checked for drift)."""
+    from optarena.tasks.external import is_external_spec, load_frozen
+
+    path = Path(task)
+    if path.is_file() and is_external_spec(path):
+        return load_frozen(path)
+    return resolve_task(task)
+
+
 @app.command("run")
 def run_cmd(
-    task: Annotated[str, typer.Option("--task", help="built-in task id or task directory")],
+    task: Annotated[
+        str,
+        typer.Option(
+            "--task", help="built-in task id, task directory, or a frozen external spec file"
+        ),
+    ],
     agent: Annotated[
         str | None, typer.Option("--agent", help="runner name or module:Class")
     ] = None,
@@ -166,20 +182,25 @@ def run_cmd(
     """Run an agent on a task in a fresh workspace; judge and record what it delivered.
     Exit 0 accepted, 1 rejected, 2 bad input or a tampered judge, 130 interrupted."""
     name, args = _agent_and_args(agent, command, agent_arg or [])
+    target = _trial_target(task)
     tools = None
     if task_tools:
         from optarena.mcp import TaskToolsHook
 
         if name not in ("claude", "codex"):
             raise OptarenaError(f"--task-tools is for the claude and codex agents, not '{name}'")
-        resolve_task(task)  # bad input before anything starts
+        if not isinstance(target, Task):
+            raise OptarenaError(
+                "--task-tools judges task packages; an external project has its own gate and "
+                "benchmark for the agent to run"
+            )
         tools = TaskToolsHook(task, tools_budget_s).start()
         extra = tools.agent_args(name)
         if "allowed_tools" in args and "allowed_tools" in extra:
             extra["allowed_tools"] = f"{args['allowed_tools']},{extra['allowed_tools']}"
         args = {**args, **extra}
     config = TrialConfig(
-        task=resolve_task(task),
+        task=target,
         agent=name,
         agent_args=args,
         limits=AgentLimits(
@@ -203,7 +224,8 @@ def run_cmd(
             "judge, the ledger and other trials, and reach the network"
         )
     with Ledger.open(ledger_dir) as ledger:
-        view = PhaseView(err_console, f"{config.task.id} / {name}")
+        task_id = target.id if isinstance(target, Task) else target.spec.id
+        view = PhaseView(err_console, f"{task_id} / {name}")
         try:
             record = run_trial(config, ledger, progress=view, hooks=[tools] if tools else [])
         except TrialInterrupted as e:

@@ -19,7 +19,7 @@ from optarena.records._metrics import AnyMetrics
 TRIAL_RECORD_VERSION = 2  # 2: metrics typed (`AnyMetrics`)
 
 TrialState = Literal["running", "complete", "interrupted"]
-TrialVerdict = Literal["accepted", "rejected"]
+TrialVerdict = Literal["accepted", "rejected", "unverified"]  # unverified: external, no gate
 ChangeKind = Literal["added", "modified", "deleted", "type_changed"]
 JudgementKind = Literal["trial", "rejudge"]
 
@@ -31,8 +31,17 @@ class _Model(BaseModel):
 class TaskInfo(_Model):
     id: str
     version: str
-    sha256: str = Field(description="hash of every file of the task package")
-    root: str = Field(description="where the task was loaded from (for rejudge)")
+    sha256: str = Field(
+        description="package: hash of every file of the task package; external: of the "
+        "frozen spec, the tree at base and the holdout"
+    )
+    root: str = Field(
+        description="where the task was loaded from (for rejudge): the package directory, or "
+        "the frozen spec file of an external task"
+    )
+    kind: Literal["package", "external"] = Field(
+        default="package", description="a task package (task.toml) or an external project"
+    )
 
 
 class AgentInfo(_Model):

@@ -9,16 +9,21 @@ from pathlib import Path
 from optarena.errors import OptarenaError
 from optarena.judge import verify_judge
 from optarena.ledger import Judgement, JudgeSettings, Ledger, TrialRecord
-from optarena.runs._judging import JudgeFn, judge_delivery
-from optarena.tasks import Task, load_task, resolve_task
+from optarena.runs._judging import JudgeFn
+from optarena.runs._sources import TrialTask, trial_task
+from optarena.tasks import load_task, resolve_task
+from optarena.tasks.external import load_frozen
 
 
-def _task_of(record: TrialRecord) -> Task:
-    """The task from where the trial loaded it, else by id (a reinstalled built-in moves)."""
+def _task_of(record: TrialRecord) -> TrialTask:
+    """The task from where the trial loaded it, else by id (a reinstalled built-in moves);
+    an external task from its frozen spec (which must not have drifted)."""
     root = Path(record.task.root)
+    if record.task.kind == "external":
+        return trial_task(load_frozen(root))
     if (root / "task.toml").is_file():
-        return load_task(root)
-    return resolve_task(record.task.id)
+        return trial_task(load_task(root))
+    return trial_task(resolve_task(record.task.id))
 
 
 def rejudge(
@@ -39,20 +44,26 @@ def rejudge(
         why = "still running" if record.state == "running" else f"{record.state} before delivery"
         raise OptarenaError(f"trial {record.id} is {why}: no delivered candidate to judge")
     task = _task_of(record)
+    if record.task.kind == "external" and budget_s is not None:
+        raise OptarenaError(
+            f"trial {record.id}: an external task's benchmark budget is frozen in its spec; "
+            "--budget-s does not apply"
+        )
     verify_judge()  # the installation as installed; a changed task is noted below
     notes = []
-    if task.sha256 != record.task.sha256:
+    if task.info.sha256 != record.task.sha256:
         notes.append(
-            f"task {task.id} changed since the trial ({record.task.sha256[:12]} -> "
-            f"{task.sha256[:12]}); judged against the task as it is now"
+            f"task {record.task.id} changed since the trial ({record.task.sha256[:12]} -> "
+            f"{task.info.sha256[:12]}); judged against the task as it is now"
         )
+    diff = ledger.store.read_bytes(record.artifacts["diff"]) if "diff" in record.artifacts else b""
     with tempfile.TemporaryDirectory(prefix="optarena-rejudge-") as tmp:
         cand_dir = Path(tmp) / "candidate"
         cand_dir.mkdir()
         ledger.store.materialize_tree(cand, cand_dir)
-        judgement = judge_delivery(
-            task,
+        judgement = task.judge(
             cand_dir,
+            diff,
             record.out_of_scope,
             trial_id=record.id,
             kind="rejudge",

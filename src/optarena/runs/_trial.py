@@ -42,33 +42,25 @@ from optarena.agents import (
     run_metered,
     runner_ref,
 )
-from optarena.errors import LedgerError, MissingPrerequisiteError
+from optarena.errors import LedgerError, OptarenaError
 from optarena.identity import code_references, judge_sha256, runtime_fingerprint
-from optarena.judge import JudgeTamperedError, verify_judge
+from optarena.judge import JudgeTamperedError
 from optarena.ledger import (
     AgentInfo,
     Judgement,
     JudgeSettings,
     Ledger,
-    TaskInfo,
     TrialRecord,
     process_start_ticks,
     utc_now,
 )
 from optarena.records import TrialPaths
-from optarena.runs._judging import JudgeFn, judge_delivery
-from optarena.runs._workspace import (
-    PROMPT_NAME,
-    Delivery,
-    capture,
-    check_workspace,
-    clear_dir,
-    copy_artifacts,
-    init_repos,
-    write_starter,
-)
+from optarena.runs._judging import JudgeFn
+from optarena.runs._sources import TrialTask, trial_task
+from optarena.runs._workspace import Delivery, capture, check_workspace, clear_dir
 from optarena.sandbox import AgentSandboxPolicy
-from optarena.tasks import Task, unmet_requirements
+from optarena.tasks import Task
+from optarena.tasks.external import FrozenExternal
 
 TrialProgress = Callable[[str, str, str], None]  # (phase, "start" | "end" | "info", message)
 
@@ -77,7 +69,7 @@ TrialProgress = Callable[[str, str, str], None]  # (phase, "start" | "end" | "in
 class TrialConfig:
     """Everything a trial is asked to do, fixed before it starts."""
 
-    task: Task
+    task: Task | FrozenExternal  # a task package, or a frozen external project
     agent: str  # a registered runner name or 'module:Class'
     agent_args: Mapping[str, str] = field(default_factory=dict)
     limits: AgentLimits = field(default_factory=AgentLimits)
@@ -171,7 +163,6 @@ def _sigterm_interrupts() -> Iterator[None]:
 def _start_record(
     trial_id: str, config: TrialConfig, runner: AgentRunner, workspace: Path
 ) -> TrialRecord:
-    task = config.task
     return TrialRecord(
         id=trial_id,
         state="running",
@@ -179,9 +170,7 @@ def _start_record(
         host=socket.gethostname(),
         pid=os.getpid(),
         pid_start=process_start_ticks(os.getpid()),
-        task=TaskInfo(
-            id=task.id, version=task.spec.version, sha256=task.sha256, root=str(task.root)
-        ),
+        task=trial_task(config.task).info,
         agent=AgentInfo(
             name=config.agent,
             label=runner.label,
@@ -211,10 +200,13 @@ def run_trial(
 ) -> TrialRecord:
     """Run one trial and record it; returns the completed record. Bad input raises
     OptarenaError before anything is recorded; an interruption is recorded, then re-raised."""
-    unmet = unmet_requirements(config.task.spec.requirements)
-    if unmet:
-        raise MissingPrerequisiteError(f"task {config.task.id} cannot run here: {'; '.join(unmet)}")
-    config.task.check_workloads()  # a task whose params its generator cannot use: bad input
+    source = trial_task(config.task)
+    source.check_runnable()
+    if isinstance(config.task, FrozenExternal) and config.budget_s is not None:
+        raise OptarenaError(
+            f"{config.task.path}: an external task's benchmark budget is frozen in its spec "
+            "([measurement] budget_s); --budget-s does not apply"
+        )
     code_references()  # the reference judging checks against, fixed before any agent runs
     runner = runner or create_runner(config.agent, config.agent_args)
     runner.check_available()
@@ -229,7 +221,7 @@ def run_trial(
     try:
         with _sigterm_interrupts():
             return _execute(
-                config, ledger, runner, record, work, phases, hooks, judge_fn, delivered
+                config, source, ledger, runner, record, work, phases, hooks, judge_fn, delivered
             )
     except BaseException as e:
         error = f"during {phases.current}: {type(e).__name__}: {e}"
@@ -261,6 +253,7 @@ _KEPT_DELIVERY = "the delivery (candidate, diff, logs, agent times), no verdict"
 
 def _execute(
     config: TrialConfig,
+    task: TrialTask,
     ledger: Ledger,
     runner: AgentRunner,
     record: TrialRecord,
@@ -270,22 +263,19 @@ def _execute(
     judge_fn: JudgeFn | None,
     delivered: list[TrialRecord],
 ) -> TrialRecord:
-    task, paths = config.task, TrialPaths.of(work, Path(record.workspace))
+    paths = TrialPaths.of(work, Path(record.workspace))
     workspace, logs_dir, shadow = paths.workspace, paths.logs, paths.shadow
     with phases("setup") as note:
         workspace.mkdir(parents=True, exist_ok=True)
         clear_dir(workspace)  # empty unless --overwrite was given (checked before the row)
         logs_dir.mkdir(parents=True, exist_ok=True)
-        starter = write_starter(task, workspace)
-        if config.artifacts is not None:
-            starter += copy_artifacts(config.artifacts, workspace, starter)
-        baseline = init_repos(task, workspace, shadow)
-        prompt = (workspace / PROMPT_NAME).read_text(encoding="utf-8")
-        note["message"] = f"{workspace}: {', '.join(starter)}"
+        prepared = task.prepare(workspace, shadow, config.artifacts)
+        baseline, prompt = prepared.baseline, prepared.prompt
+        note["message"] = f"{workspace}: {', '.join(prepared.starter)}"
     with phases("agent") as note:
         t_agent = time.monotonic()
         try:
-            outcome = _run_agent(runner, record, paths, prompt, config, ledger, hooks)
+            outcome = _run_agent(runner, record, paths, prompt, config, ledger, hooks, task)
         except KeyboardInterrupt:
             # the agent's process tree is gone; what it left in the workspace is its delivery
             took = round(time.monotonic() - t_agent, 3)
@@ -303,14 +293,14 @@ def _execute(
     delivered.append(_final_record(record, outcome, delivery, None, baseline, artifacts, phases))
     with phases("judge") as note:
         try:
-            verify_judge(task, record.task.sha256)
+            task.verify(record.task.sha256)
         except JudgeTamperedError as e:
             refused = _final_record(record, outcome, delivery, None, baseline, artifacts, phases)
             ledger.finish_trial(_refused(refused, e), calls=outcome.calls)
             raise
-        judgement = judge_delivery(
-            task,
+        judgement = task.judge(
             paths.candidate,
+            delivery.diff,
             delivery.out_of_scope,
             trial_id=record.id,
             kind="trial",
@@ -326,7 +316,7 @@ def _execute(
 
 
 def _keep_delivery(
-    task: Task,
+    task: TrialTask,
     ledger: Ledger,
     record: TrialRecord,
     work: Path,
@@ -355,12 +345,13 @@ def _run_agent(
     config: TrialConfig,
     ledger: Ledger,
     hooks: Sequence[TrialHook],
+    task: TrialTask,
 ) -> AgentOutcome:
     context = RunContext(
         record.id,
         record.task.id,
         paths,
-        sandbox=_sandbox_spec(config, ledger, paths),
+        sandbox=_sandbox_spec(config, ledger, paths, task.hidden()),
     )
     for hook in hooks:
         context = hook.before_agent(context) or context
@@ -370,9 +361,12 @@ def _run_agent(
     return outcome
 
 
-def _sandbox_spec(config: TrialConfig, ledger: Ledger, paths: TrialPaths) -> SandboxSpec:
-    """Hide the ledger directory (database, artifacts, every trial's work directory) and every
-    other trial's workspace; give the agent a private HOME in its work directory."""
+def _sandbox_spec(
+    config: TrialConfig, ledger: Ledger, paths: TrialPaths, task_hidden: tuple[Path, ...]
+) -> SandboxSpec:
+    """Hide the ledger directory (database, artifacts, every trial's work directory), every
+    other trial's workspace and what the task hides (an external task's holdout); give the
+    agent a private HOME in its work directory."""
     if not config.agent_sandbox:
         return SandboxSpec(policy=AgentSandboxPolicy.off())
     mine = paths.workspace.resolve()
@@ -380,7 +374,8 @@ def _sandbox_spec(config: TrialConfig, ledger: Ledger, paths: TrialPaths) -> San
     policy = AgentSandboxPolicy()
     if config.limits.max_processes is not None:
         policy = replace(policy, max_processes=config.limits.max_processes)
-    return SandboxSpec(policy=policy, hidden=(ledger.home, *others), home=paths.home)
+    hidden = (ledger.home, *others, *task_hidden)
+    return SandboxSpec(policy=policy, hidden=hidden, home=paths.home)
 
 
 def _sandbox_record(

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from optarena.errors import MissingPrerequisiteError, OptarenaError
 from optarena.ledger import ChangedFile
@@ -21,7 +22,7 @@ from optarena.records import ChangeKind
 from optarena.tasks import Task, in_scope
 
 PROMPT_NAME = "TASK.md"
-_EXCLUDES = "__pycache__/\n*.pyc\n*.pyo\n"
+EXCLUDES = "__pycache__/\n*.pyc\n*.pyo\n"  # never part of a delivery
 _BASELINE_DATE = "2000-01-01T00:00:00+0000"  # fixed: the same task gives the same commit
 _GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
@@ -122,7 +123,7 @@ def copy_artifacts(source: Path, workspace: Path, starter: list[str]) -> list[st
 def _commit_baseline(workspace: Path, git_dir: Path | None, message: str) -> str:
     exclude = (git_dir or workspace / ".git") / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)
-    exclude.write_text(_EXCLUDES)
+    exclude.write_text(EXCLUDES)
     git(["add", "-A", "--", "."], cwd=workspace, git_dir=git_dir)
     git(["commit", "-q", "--no-verify", "-m", message], cwd=workspace, git_dir=git_dir)
     return git(["rev-parse", "HEAD"], cwd=workspace, git_dir=git_dir).decode().strip()
@@ -176,7 +177,7 @@ def parse_name_status(raw: bytes, editable: list[str]) -> list[ChangedFile]:
     return out
 
 
-def capture(task: Task, workspace: Path, shadow: Path, baseline: str, dest: Path) -> Delivery:
+def capture(task: _Scoped, workspace: Path, shadow: Path, baseline: str, dest: Path) -> Delivery:
     """Stage everything in the shadow repo, diff against the baseline, and copy the editable
     files to `dest` (the candidate that is judged and stored)."""
     workspace.mkdir(parents=True, exist_ok=True)  # an agent that deleted it delivered nothing
@@ -189,4 +190,11 @@ def capture(task: Task, workspace: Path, shadow: Path, baseline: str, dest: Path
     for rel in files:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(workspace / rel, dest / rel)
-    return Delivery(parse_name_status(names, task.spec.editable), diff, files)
+    return Delivery(parse_name_status(names, task.editable), diff, files)
+
+
+class _Scoped(Protocol):
+    @property
+    def editable(self) -> list[str]: ...
+
+    def editable_files(self, workspace: Path) -> list[str]: ...

@@ -1,0 +1,159 @@
+"""`optarena run --task FROZEN`: an agent on a clone of an external project, its delivered diff
+judged by the project's own gate (with the holdout the agent never saw) and benchmark, in the
+same ledger as any trial; rejudged from the stored diff."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from optarena.cli import main
+from optarena.ledger import Ledger
+from optarena.records import ExternalMetrics
+from optarena.tasks.external import freeze_external
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "external"
+SECRET = "holdout-marker-5000-669"
+HOLDOUT_TEST = f'''import unittest
+
+from primes import count_primes
+
+
+class Holdout(unittest.TestCase):
+    """{SECRET}: a value no visible test checks."""
+
+    def test_unseen_bound(self) -> None:
+        self.assertEqual(count_primes(5000), 669)
+'''
+# Fits the visible tests by lookup: passes tests/, fails the holdout.
+OVERFIT = """KNOWN = {100: 25, 10_000: 1229, 7919: 1000}
+SMALL = [0, 0, 1, 2, 2, 3, 3, 4, 4, 4, 4, 5]
+
+
+def count_primes(n: int) -> int:
+    return SMALL[n] if n < len(SMALL) else KNOWN.get(n, 0)
+"""
+# The agent: writes what it was told to write, tries to read the holdout and to forge a result.
+AGENT = """
+import pathlib, sys
+ws, holdout, mode = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+try:
+    print("saw:", (holdout / "tests" / "test_holdout.py").read_text())
+except OSError as e:
+    print("holdout unreadable:", type(e).__name__)
+print("task:", (ws / "TASK.md").is_file(), "tests:", (ws / "tests" / "test_primes.py").is_file())
+(ws / "result.json").write_text('{"verdict": "accepted", "speedup": 1000}')
+if mode in ("overfit", "sieve"):
+    (ws / "primes.py").write_text(pathlib.Path(sys.argv[4]).read_text())
+elif mode == "edit-test":
+    (ws / "tests" / "test_primes.py").write_text("")
+"""
+
+
+def _frozen(tmp_path: Path) -> Path:
+    """The example project as a git repository, with a holdout beside its spec; frozen."""
+    shutil.copytree(EXAMPLE / "primes", tmp_path / "primes")
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    for cmd in (["init", "-q"], ["add", "-A"], [*ident, "commit", "-q", "-m", "base"]):
+        subprocess.run(["git", *cmd], cwd=tmp_path / "primes", check=True)
+    (tmp_path / "holdout" / "tests").mkdir(parents=True)
+    (tmp_path / "holdout" / "tests" / "test_holdout.py").write_text(HOLDOUT_TEST)
+    text = (EXAMPLE / "primes.toml").read_text()
+    text = text.replace('junit = "report.xml"', 'junit = "report.xml"\nholdout = "holdout"')
+    text = text.replace("max_rounds = 6", "max_rounds = 3").replace(
+        "budget_s = 60", "budget_s = 20"
+    )
+    (tmp_path / "primes.toml").write_text(text)
+    out = tmp_path / "frozen.toml"
+    freeze_external(tmp_path / "primes.toml", out)
+    return out
+
+
+def _run(frozen: Path, led: Path, tmp: Path, mode: str, *extra: str) -> int:
+    script = tmp / "agent.py"
+    script.write_text(AGENT)
+    (tmp / "overfit.py").write_text(OVERFIT)
+    payload = {
+        "overfit": tmp / "overfit.py",
+        "sieve": EXAMPLE / "candidates" / "sieve" / "primes.py",
+    }
+    cmd = (
+        f"{sys.executable} {script} {{workspace}} {tmp / 'holdout'} {mode} {payload.get(mode, '-')}"
+    )
+    argv = ["run", "--task", str(frozen), "--agent", "command", "--command", cmd]
+    return main([*argv, "--ledger", str(led), "--json", *extra])
+
+
+def test_an_external_trial_is_judged_by_the_project_with_its_holdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frozen, led = _frozen(tmp_path), tmp_path / "L"
+
+    # fits the visible tests, claims success in result.json: the holdout rejects it
+    assert _run(frozen, led, tmp_path, "overfit", "--no-measure") == 1
+    overfit = json.loads(capsys.readouterr().out)
+    assert overfit["verdict"] == "rejected" and overfit["task"]["kind"] == "external"
+    assert overfit["reason_codes"] == ["quality_gate_failed"]
+    assert any("test_unseen_bound" in r for r in overfit["reasons"]), overfit["reasons"]
+    ignored = {c["path"]: c["in_scope"] for c in overfit["changed"]}
+    assert ignored == {"primes.py": True, "result.json": False}  # the forged result: ignored
+
+    with Ledger(led) as ledger:
+        record = ledger.get(overfit["id"])
+        stdout = ledger.store.read_text(record.artifacts["logs/stdout.log"])
+        judge_json = json.loads(ledger.store.read_text(record.artifacts["judge"]))
+    assert SECRET not in stdout and "holdout unreadable" in stdout  # hidden from the agent
+    assert "task: True tests: True" in stdout  # the whole project, and the prompt as TASK.md
+    assert judge_json["gaps"] == [] and judge_json["task"]["base_commit"]
+    assert record.baseline_commit == judge_json["task"]["base_commit"]
+
+    # a tracked file outside the scope: rejected before any command runs
+    assert _run(frozen, led, tmp_path, "edit-test", "--no-measure") == 1
+    edited = json.loads(capsys.readouterr().out)
+    assert edited["reason_codes"] == ["out_of_scope"] and edited["out_of_scope"] == [
+        "tests/test_primes.py"
+    ]
+
+    # the known optimization: accepted and improved, by the project's benchmark
+    assert _run(frozen, led, tmp_path, "sieve") == 0
+    sieve = json.loads(capsys.readouterr().out)
+    assert sieve["verdict"] == "accepted" and sieve["metrics"]["kind"] == "external_benchmark"
+    assert sieve["metrics"]["verdict"] == "improved"
+
+    # the same ledger and views as any trial; rejudged from the stored diff
+    assert main(["trials", "--ledger", str(led)]) == 0
+    listed = capsys.readouterr().out
+    assert all(t["id"] in listed for t in (overfit, edited, sieve))
+    assert main(["trial", "show", sieve["id"], "--ledger", str(led)]) == 0
+    shown = capsys.readouterr().out
+    assert "the project's benchmark" in shown and "external project, frozen:" in shown
+    assert main(["trial", "rejudge", overfit["id"], "--ledger", str(led), "--no-measure"]) == 1
+    capsys.readouterr()
+    with Ledger(led) as ledger:
+        (_, again) = ledger.judgements(overfit["id"])
+        assert again.kind == "rejudge" and again.reason_codes == ["quality_gate_failed"]
+        accepted = ledger.get(sieve["id"])
+        assert isinstance(accepted.metrics, ExternalMetrics)
+        assert accepted.task.sha256 == ledger.get(overfit["id"]).task.sha256
+
+
+def test_external_runs_refuse_what_does_not_apply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frozen = _frozen(tmp_path)
+    led = str(tmp_path / "L")
+    base = ["run", "--agent", "command", "--command", "true", "--ledger", led]
+    assert main([*base, "--task", str(tmp_path / "primes.toml")]) == 2  # not frozen
+    assert "freeze it first" in capsys.readouterr().err
+    assert main([*base, "--task", str(frozen), "--budget-s", "5"]) == 2
+    assert "frozen in its spec" in capsys.readouterr().err
+    (tmp_path / "holdout" / "tests" / "test_holdout.py").write_text("changed")
+    assert main([*base, "--task", str(frozen)]) == 2  # drift: the holdout changed
+    assert "holdout" in capsys.readouterr().err
+    with Ledger(Path(led)) as ledger:
+        assert ledger.trials(limit=None) == []  # bad input records nothing
