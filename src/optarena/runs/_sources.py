@@ -39,7 +39,7 @@ from optarena.runs._workspace import (
 from optarena.tasks import Task, in_scope, unmet_requirements
 from optarena.tasks.external import FrozenExternal, load_frozen
 
-Progress = Callable[[str, float], None]
+ProgressFn = Callable[[str, float], None]
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class TrialTask(Protocol):
         settings: JudgeSettings,
         store: ArtifactStore,
         judge_fn: JudgeFn | None = None,
-        progress: Progress | None = None,
+        progress: ProgressFn | None = None,
     ) -> Judgement: ...
 
 
@@ -142,7 +142,7 @@ class PackageTask:
         settings: JudgeSettings,
         store: ArtifactStore,
         judge_fn: JudgeFn | None = None,
-        progress: Progress | None = None,
+        progress: ProgressFn | None = None,
     ) -> Judgement:
         return judge_delivery(
             self.task, candidate, out_of_scope, trial_id=trial_id, kind=kind,
@@ -237,7 +237,7 @@ class ExternalTask:
         settings: JudgeSettings,
         store: ArtifactStore,
         judge_fn: JudgeFn | None = None,
-        progress: Progress | None = None,
+        progress: ProgressFn | None = None,
     ) -> Judgement:
         """The delivered diff, judged as a patch against base: the judge applies it to its own
         clean clone, rejects out-of-scope changes and drops new files outside the scope."""
