@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, get_args
+from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
 from rich.markup import escape
@@ -26,6 +26,9 @@ from optarena.records import load_tool_call
 from optarena.runs import TrialConfig, TrialInterrupted, rejudge, run_trial
 from optarena.tasks import Task, resolve_task
 from optarena.tasks.external import FrozenExternal
+
+if TYPE_CHECKING:
+    from optarena.mcp import TaskToolsHook  # imported when used: the MCP SDK is slow to load
 
 trial_app = typer.Typer(help="Inspect and re-judge recorded trials.", no_args_is_help=True)
 app.add_typer(trial_app, name="trial")
@@ -183,18 +186,8 @@ def run_cmd(
     Exit 0 accepted, 1 rejected, 2 bad input or a tampered judge, 130 interrupted."""
     name, args = _agent_and_args(agent, command, agent_arg or [])
     target = _trial_target(task)
-    tools = None
-    if task_tools:
-        from optarena.mcp import TaskToolsHook
-
-        if name not in ("claude", "codex"):
-            raise OptarenaError(f"--task-tools is for the claude and codex agents, not '{name}'")
-        if not isinstance(target, Task):
-            raise OptarenaError(
-                "--task-tools judges task packages; an external project has its own gate and "
-                "benchmark for the agent to run"
-            )
-        tools = TaskToolsHook(task, tools_budget_s).start()
+    tools = _task_tools(target, task, name, tools_budget_s) if task_tools else None
+    if tools is not None:
         extra = tools.agent_args(name)
         if "allowed_tools" in args and "allowed_tools" in extra:
             extra["allowed_tools"] = f"{args['allowed_tools']},{extra['allowed_tools']}"
@@ -223,9 +216,32 @@ def run_cmd(
             "[yellow]warning:[/] --no-agent-sandbox: the agent can change the installed "
             "judge, the ledger and other trials, and reach the network"
         )
+    record = _run_and_show(config, ledger_dir, tools, as_json)
+    raise typer.Exit(0 if record.verdict == "accepted" else 1)
+
+
+def _task_tools(
+    target: Task | FrozenExternal, task: str, agent: str, budget_s: float
+) -> TaskToolsHook:
+    from optarena.mcp import TaskToolsHook
+
+    if agent not in ("claude", "codex"):
+        raise OptarenaError(f"--task-tools is for the claude and codex agents, not '{agent}'")
+    if not isinstance(target, Task):
+        raise OptarenaError(
+            "--task-tools judges task packages; an external project has its own gate and "
+            "benchmark for the agent to run"
+        )
+    return TaskToolsHook(task, budget_s).start()
+
+
+def _run_and_show(
+    config: TrialConfig, ledger_dir: Path | None, tools: TaskToolsHook | None, as_json: bool
+) -> TrialRecord:
     with Ledger.open(ledger_dir) as ledger:
-        task_id = target.id if isinstance(target, Task) else target.spec.id
-        view = PhaseView(err_console, f"{task_id} / {name}")
+        t = config.task
+        task_id = t.id if isinstance(t, Task) else t.spec.id
+        view = PhaseView(err_console, f"{task_id} / {config.agent}")
         try:
             record = run_trial(config, ledger, progress=view, hooks=[tools] if tools else [])
         except TrialInterrupted as e:
@@ -239,7 +255,7 @@ def run_cmd(
             print(record.model_dump_json(indent=2))
         else:
             _summary(record, ledger)
-    raise typer.Exit(0 if record.verdict == "accepted" else 1)
+    return record
 
 
 @app.command("trials")
