@@ -157,3 +157,45 @@ def test_external_runs_refuse_what_does_not_apply(
     assert "holdout" in capsys.readouterr().err
     with Ledger(Path(led)) as ledger:
         assert ledger.trials(limit=None) == []  # bad input records nothing
+
+
+def test_an_experiment_over_an_external_task(tmp_path: Path) -> None:
+    """A frozen external spec is a task of an experiment plan like a package; the lock holds
+    its frozen identity; a plan budget that cannot apply to it is refused, naming the field."""
+    from optarena.errors import SpecError
+    from optarena.experiments import compare_experiment, freeze, load_plan, run_experiment
+
+    frozen = _frozen(tmp_path)
+    sieve = EXAMPLE / "candidates" / "sieve" / "primes.py"
+    plan = tmp_path / "plan.toml"
+    text = f"""
+[experiment]
+name = "ext"
+repetitions = 1
+tasks = ["{frozen.name}"]
+
+[judge]
+measure = false
+
+[[conditions]]
+name = "noop"
+agent = "command"
+command = "true"
+
+[[conditions]]
+name = "sieve"
+agent = "command"
+command = "cp {sieve} {{workspace}}/primes.py"
+"""
+    plan.write_text(text.replace("measure = false", "measure = false\nbudget_s = 5"))
+    with pytest.raises(SpecError) as e:
+        load_plan(plan)
+    assert e.value.field == "judge.budget_s" and "frozen in its spec" in str(e.value)
+    plan.write_text(text)
+    loaded = load_plan(plan)
+    lock = freeze(loaded)
+    assert json.loads(lock.read_text())["tasks"]["primes"]["version"] == "1.0.0"
+    state = run_experiment(loaded, tmp_path / "L")
+    c = compare_experiment(state)
+    assert {s.name: s.accepted for s in c.conditions} == {"noop": 1, "sieve": 1}
+    assert {r.task for r in c.trials} == {"primes"}

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from optarena.errors import OptarenaError, RecordError, SpecError
 from optarena.records import Condition, ExperimentPlan, migrate_values
 from optarena.tasks import Task, resolve_task
+from optarena.tasks.external import FrozenExternal, is_external_spec, load_frozen
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class LoadedPlan:
 
     path: Path
     plan: ExperimentPlan
-    tasks: dict[str, Task]
+    tasks: dict[str, Task | FrozenExternal]
     artifacts: dict[str, Path | None]
     sha256: str
 
@@ -83,16 +84,22 @@ def load_plan(path: Path) -> LoadedPlan:
                 )
         if plan.compare.baseline in plan.compare.treatments:
             raise SpecError(path, "compare.treatments", "must not include the baseline condition")
-    tasks: dict[str, Task] = {}
+    tasks: dict[str, Task | FrozenExternal] = {}
     for i, ref in enumerate(plan.experiment.tasks):
         target = ref if not _looks_like_path(ref) else str((path.parent / ref).resolve())
         try:
-            task = resolve_task(target)
+            task = _load_task(target)
         except OptarenaError as e:
             raise SpecError(path, f"experiment.tasks.{i}", str(e)) from None
-        if task.id in tasks:
-            raise SpecError(path, f"experiment.tasks.{i}", f"task '{task.id}' is listed twice")
-        tasks[task.id] = task
+        tid = task.id if isinstance(task, Task) else task.spec.id
+        if tid in tasks:
+            raise SpecError(path, f"experiment.tasks.{i}", f"task '{tid}' is listed twice")
+        if isinstance(task, FrozenExternal) and plan.judge.budget_s is not None:
+            raise SpecError(
+                path, "judge.budget_s", f"does not apply to the external task '{tid}': its "
+                "benchmark budget is frozen in its spec ([measurement] budget_s)",
+            )  # fmt: skip
+        tasks[tid] = task
     artifacts: dict[str, Path | None] = {}
     for i, c in enumerate(plan.conditions):
         if not c.artifacts:
@@ -105,5 +112,13 @@ def load_plan(path: Path) -> LoadedPlan:
     return LoadedPlan(path, plan, tasks, artifacts, hashlib.sha256(raw).hexdigest())
 
 
+def _load_task(target: str) -> Task | FrozenExternal:
+    """A task package by id or directory, or a frozen external spec (checked for drift)."""
+    path = Path(target)
+    if path.is_file() and is_external_spec(path):
+        return load_frozen(path)
+    return resolve_task(target)
+
+
 def _looks_like_path(ref: str) -> bool:
-    return "/" in ref or ref.startswith(".")
+    return "/" in ref or ref.startswith(".") or ref.endswith(".toml")

@@ -18,6 +18,7 @@ from optarena.errors import OptarenaError
 from optarena.experiments._plan import LoadedPlan
 from optarena.identity import judge_sha256, runtime_fingerprint
 from optarena.records import migrate_values
+from optarena.runs import trial_task
 
 LOCK_SCHEMA_VERSION = 1
 
@@ -59,7 +60,8 @@ def lock_content(plan: LoadedPlan) -> dict[str, Any]:
         "experiment": plan.name,
         "plan_sha256": plan.sha256,
         "tasks": {
-            tid: {"version": t.spec.version, "sha256": t.sha256} for tid, t in plan.tasks.items()
+            tid: {"version": info.version, "sha256": info.sha256}
+            for tid, info in ((tid, trial_task(t).info) for tid, t in plan.tasks.items())
         },
         "judge_sha256": judge_sha256(),
         "runtime_sha256": runtime.get("sha256"),

@@ -2,6 +2,7 @@
 
 from optarena.runs._judging import OUT_OF_SCOPE, combine, judge_delivery
 from optarena.runs._rejudge import rejudge
+from optarena.runs._sources import ExternalTask, PackageTask, TrialTask, trial_task
 from optarena.runs._trial import (
     TrialConfig,
     TrialHook,
@@ -15,10 +16,13 @@ from optarena.runs._workspace import Delivery, capture, check_workspace, init_re
 __all__ = [
     "OUT_OF_SCOPE",
     "Delivery",
+    "ExternalTask",
+    "PackageTask",
     "TrialConfig",
     "TrialHook",
     "TrialInterrupted",
     "TrialProgress",
+    "TrialTask",
     "capture",
     "check_workspace",
     "combine",
@@ -27,5 +31,6 @@ __all__ = [
     "new_trial_id",
     "rejudge",
     "run_trial",
+    "trial_task",
     "write_starter",
 ]
