@@ -166,3 +166,16 @@ def test_freeze_and_drift_and_bad_specs(tmp_path: Path) -> None:
     bad.write_text(spec.read_text() + "\ncolour = 1\n")
     with pytest.raises(SpecError, match="colour"):
         freeze_external(bad, tmp_path / "o.toml")
+
+
+def test_a_holdout_tracked_in_the_repository_is_refused(tmp_path: Path) -> None:
+    """Every clone the agent gets would contain it: not a holdout."""
+    spec = _project(tmp_path)
+    inside = tmp_path / "primes" / "tests"  # tracked at base
+    text = spec.read_text().replace(
+        'junit = "report.xml"', 'junit = "report.xml"\nholdout = "primes/tests"'
+    )
+    spec.write_text(text)
+    assert inside.is_dir()
+    with pytest.raises(SpecError, match=r"quality\.holdout.*tracked in the repository"):
+        freeze_external(spec, tmp_path / "o.toml")

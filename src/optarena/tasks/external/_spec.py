@@ -221,6 +221,20 @@ def _resolve(spec_path: Path, spec: ExternalSpec) -> tuple[Path, str, str]:
     return repo, commit, tree
 
 
+def _check_holdout_unseen(spec_path: Path, repo: Path, commit: str, holdout: Path) -> None:
+    """The holdout must not be in the repository at base: the agent's workspace is a clone."""
+    real = holdout.resolve()
+    if not real.is_relative_to(repo):
+        return
+    rel = real.relative_to(repo).as_posix() or "."
+    if git(["ls-tree", "-r", "--name-only", commit, "--", rel], repo):
+        raise SpecError(
+            spec_path, "quality.holdout",
+            f"{holdout} is tracked in the repository at {commit[:12]}: every clone the agent "
+            "gets would contain it; keep the holdout outside the repository, or untracked",
+        )  # fmt: skip
+
+
 def freeze_external(spec_path: Path, out: Path) -> FrozenExternal:
     spec_path = spec_path.resolve()
     if not (spec_path.parent / ".git").exists() and not spec_path.is_file():
@@ -232,6 +246,7 @@ def freeze_external(spec_path: Path, out: Path) -> FrozenExternal:
         holdout = spec_path.parent / spec.quality.holdout
         if not holdout.is_dir():
             raise SpecError(spec_path, "quality.holdout", f"{holdout} is not a directory")
+        _check_holdout_unseen(spec_path, repo, commit, holdout)
     frozen = FrozenExternal(
         spec=spec,
         frozen=Frozen(
