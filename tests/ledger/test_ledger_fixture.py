@@ -4,7 +4,10 @@ call of `data/ledger-v2.db` (schema 2, trial record 1; see `data/make_ledger_v2.
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
+
+import pytest
 
 from optarena.ledger import SCHEMA_VERSION, Ledger
 from optarena.records import CallRecord, Judgement, Metrics, TrialRecord
@@ -55,3 +58,20 @@ def test_the_metered_calls_of_an_older_ledger_read(tmp_path: Path) -> None:
         assert len(calls) == 1 and isinstance(calls[0], CallRecord)
         assert (calls[0].api, calls[0].input_tokens) == ("anthropic", 12)
         assert metered.metered_usage is not None and metered.metered_usage.calls == 1
+
+
+def test_the_judgements_table_rebuilt_by_migration_3_keeps_ids_and_stays_frozen(
+    tmp_path: Path,
+) -> None:
+    with _open_copy(tmp_path) as ledger:
+        trials = ledger.trials(limit=None)
+        before = sorted(j.id or 0 for t in trials for j in ledger.judgements(t.id))
+        assert before == [1, 2, 3, 4]
+        (done,) = (t for t in trials if t.metrics is not None)
+        old = ledger.judgements(done.id)[0]
+        new = old.model_copy(update={"id": None, "verdict": "unverified", "metrics": None})
+        assert ledger.add_judgement(new) == 5  # ids go on after the copied rows
+        conn = sqlite3.connect(ledger.db_path)
+        with pytest.raises(sqlite3.DatabaseError, match="never changed or deleted"):
+            conn.execute("DELETE FROM judgements WHERE id = 1")
+        conn.close()

@@ -55,7 +55,7 @@ elif mode == "edit-test":
 """
 
 
-def _frozen(tmp_path: Path) -> Path:
+def _frozen(tmp_path: Path, gate: bool = True) -> Path:
     """The example project as a git repository, with a holdout beside its spec; frozen."""
     shutil.copytree(EXAMPLE / "primes", tmp_path / "primes")
     ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
@@ -68,6 +68,9 @@ def _frozen(tmp_path: Path) -> Path:
     text = text.replace("max_rounds = 6", "max_rounds = 3").replace(
         "budget_s = 60", "budget_s = 20"
     )
+    if not gate:
+        start, end = text.index("[quality]"), text.index("[benchmark]")
+        text = text[:start] + text[end:]
     (tmp_path / "primes.toml").write_text(text)
     out = tmp_path / "frozen.toml"
     freeze_external(tmp_path / "primes.toml", out)
@@ -199,3 +202,13 @@ command = "cp {sieve} {{workspace}}/primes.py"
     c = compare_experiment(state)
     assert {s.name: s.accepted for s in c.conditions} == {"noop": 1, "sieve": 1}
     assert {r.task for r in c.trials} == {"primes"}
+
+
+def test_without_a_gate_an_external_trial_is_unverified_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frozen, led = _frozen(tmp_path, gate=False), tmp_path / "L"
+    assert _run(frozen, led, tmp_path, "sieve", "--no-measure") == 1
+    record = json.loads(capsys.readouterr().out)
+    assert record["verdict"] == "unverified" and record["reason_codes"] == []
+    assert any(r.startswith("no_quality_gate: ") for r in record["reasons"]), record["reasons"]

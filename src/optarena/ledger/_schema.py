@@ -122,9 +122,35 @@ _V2 = (
     "CREATE TRIGGER api_calls_kept BEFORE DELETE ON api_calls " + _IMMUTABLE,
 )
 
+# An external task without a quality gate is judged `unverified`. SQLite cannot change a CHECK
+# constraint, so the table is rebuilt with its rows and ids (DROP TABLE fires no triggers).
+_V3 = (
+    """CREATE TABLE judgements_v3 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        trial_id TEXT NOT NULL REFERENCES trials (id),
+        kind TEXT NOT NULL CHECK (kind IN ('trial', 'rejudge')),
+        created_at TEXT NOT NULL,
+        verdict TEXT NOT NULL CHECK (verdict IN ('accepted', 'rejected', 'unverified')),
+        reason_codes TEXT NOT NULL,
+        judge_sha256 TEXT,
+        runtime_sha256 TEXT,
+        task_sha256 TEXT,
+        candidate_sha256 TEXT,
+        judge_json TEXT,
+        record TEXT NOT NULL
+    )""",
+    "INSERT INTO judgements_v3 SELECT * FROM judgements",
+    "DROP TABLE judgements",
+    "ALTER TABLE judgements_v3 RENAME TO judgements",
+    "CREATE INDEX judgements_trial ON judgements (trial_id, id)",
+    "CREATE TRIGGER judgements_frozen BEFORE UPDATE ON judgements " + _IMMUTABLE,
+    "CREATE TRIGGER judgements_kept BEFORE DELETE ON judgements " + _IMMUTABLE,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "trials, judgements, trial_artifacts", _V1),
     Migration(2, "api_calls (metering proxy)", _V2),
+    Migration(3, "judgements: verdict 'unverified' (external tasks without a gate)", _V3),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

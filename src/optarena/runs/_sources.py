@@ -150,6 +150,13 @@ class PackageTask:
         )  # fmt: skip
 
 
+GAP_MEANING = {
+    "no_quality_gate": "the spec has no quality gate: nothing verifies the candidate "
+    "(unverified, never improved)",
+    "no_benchmark": "the spec has no benchmark: no speed figure",
+}
+
+
 def external_sha256(frozen: FrozenExternal) -> str:
     """The identity of an external task: its spec, the tree at base and the holdout, as
     frozen. The same frozen task gives the same hash; any drift would change it."""
@@ -251,13 +258,13 @@ class ExternalTask:
                 patch = Path(tmp) / "unchanged"  # an empty directory: the base, unchanged
                 patch.mkdir()
             result = judge_external(self.frozen, patch, measure=settings.measure)
-        verdict = result.verdict
+        gaps = [f"{g}: {GAP_MEANING.get(g, g)}" for g in result.gaps]
         return Judgement(
             trial_id=trial_id,
             kind=kind,
             created_at=utc_now(),
-            verdict=verdict,
-            reasons=result.reasons,
+            verdict=result.verdict,
+            reasons=[*result.reasons, *gaps],
             reason_codes=result.reason_codes,
             metrics=result.metrics,
             settings=settings,
