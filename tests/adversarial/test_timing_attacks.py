@@ -167,7 +167,18 @@ def rmsnorm(x, weight, *, eps):
     return {BASE}
 """
     result = judge_source(timed_task, source, JudgeOptions(budget_s=6.0))
-    assert result.verdict == "rejected"
+    if result.verdict == "accepted":
+        # What the protocol guarantees, not what a quiet machine gives: on a loaded machine the
+        # budget can end every process pair early, and the correctness phase can draw 45 calls
+        # or fewer; then no judged process ever called it a 46th time (the documented limit).
+        assert result.metrics is not None
+        per_process: dict[int, int] = {}
+        for w in result.metrics.workloads:
+            for pair in w.pairs:
+                calls = pair.warmup_calls + len(pair.b_ns)
+                per_process[pair.pair] = per_process.get(pair.pair, 0) + calls
+        assert max(per_process.values()) <= 45, per_process
+        return
     assert "out_of_tolerance" in result.reason_codes, result.reasons
 
 
