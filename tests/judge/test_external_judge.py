@@ -3,6 +3,7 @@ tests and benchmark): freeze, drift, and judging by the project's gate and bench
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,7 +12,8 @@ import pytest
 
 from optarena.cli import main
 from optarena.errors import OptarenaError, SpecError
-from optarena.judge._external import BrokenTaskError, judge_external
+from optarena.judge._external import BrokenTaskError, _crosscheck, judge_external
+from optarena.records import BenchmarkRound
 from optarena.tasks.external import freeze_external, load_frozen
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "external"
@@ -54,7 +56,7 @@ def test_the_known_optimization_is_accepted_and_improved(tmp_path: Path, frozen:
     assert r.metrics is not None and r.metrics.verdict == "improved"
     assert r.metrics.overall.ratio < 0.2
     assert r.candidate["changed"] == ["primes.py"]
-    assert r.metrics.crosscheck == []  # the OS's wall time agrees on the direction
+    assert r.metrics.crosscheck == []  # the OS's CPU time agrees on the direction
     assert all(x.baseline_cpu_s is not None and x.candidate_wall_s > 0 for x in r.metrics.rounds)
 
 
@@ -179,3 +181,29 @@ def test_a_holdout_tracked_in_the_repository_is_refused(tmp_path: Path) -> None:
     assert inside.is_dir()
     with pytest.raises(SpecError, match=r"quality\.holdout.*tracked in the repository"):
         freeze_external(spec, tmp_path / "o.toml")
+
+
+def _rounds(metric: float, cpu: tuple[float, float] | None, wall: tuple[float, float]) -> list:
+    log = math.log(metric)
+    return [
+        BenchmarkRound(
+            order="AB", baseline=1.0, candidate=metric, baseline_wall_s=wall[0],
+            candidate_wall_s=wall[1], baseline_cpu_s=cpu and cpu[0],
+            candidate_cpu_s=cpu and cpu[1], log_ratio=log,
+        )
+        for _ in range(3)
+    ]  # fmt: skip
+
+
+def test_a_benchmark_that_lies_about_itself_is_reported() -> None:
+    """The cross-check on literal numbers: a metric 100x faster while the OS's CPU time does
+    not move is reported; CPU time is preferred to wall time, which a loaded machine disturbs."""
+    lying = _rounds(0.01, (1.0, 1.0), (1.0, 1.0))
+    (note,) = _crosscheck(lying, [r.log_ratio for r in lying], False, 0.05)
+    assert "CPU time disagree" in note and "metric ratio 0.010" in note
+    honest_cpu_noisy_wall = _rounds(0.01, (1.0, 0.1), (1.0, 1.2))
+    assert _crosscheck(honest_cpu_noisy_wall, [math.log(0.01)] * 3, False, 0.05) == []
+    no_cpu = _rounds(0.01, None, (1.0, 1.0))
+    (note,) = _crosscheck(no_cpu, [math.log(0.01)] * 3, False, 0.05)
+    assert "wall time disagree" in note
+    assert _crosscheck(lying, [math.log(0.01)] * 3, True, 0.05) == []  # the metric is wall time

@@ -255,17 +255,28 @@ def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> ExternalMetrics:
 def _crosscheck(
     rounds: list[BenchmarkRound], logs: list[float], metric_is_wall: bool, min_effect: float
 ) -> list[str]:
-    """The OS's wall time includes start-up the metric leaves out, so it only has to agree on
-    the direction: a metric effect beyond min_effect with the wall time not moving at least
-    half as far the same way is what a benchmark that lies about itself looks like."""
+    """The OS's time of each run includes start-up the metric leaves out, so it only has to
+    agree on the direction: a metric effect beyond min_effect with the OS's time not moving at
+    least half as far the same way is what a benchmark that lies about itself looks like.
+    CPU time of the run's cgroup where every run has one (a loaded machine disturbs it far
+    less than wall time), else wall time."""
     if metric_is_wall or not rounds:
         return []
-    wall = [math.log(r.candidate_wall_s / r.baseline_wall_s) for r in rounds]
-    mlog, wlog, thr = median(logs), median(wall), math.log1p(min_effect)
-    if abs(mlog) > thr and not (wlog * mlog > 0 and abs(wlog) >= thr / 2):
+    cpu = all(
+        r.baseline_cpu_s is not None and r.candidate_cpu_s is not None
+        and r.baseline_cpu_s > 0 and r.candidate_cpu_s > 0
+        for r in rounds
+    )  # fmt: skip
+    if cpu:
+        os_logs = [math.log((r.candidate_cpu_s or 1) / (r.baseline_cpu_s or 1)) for r in rounds]
+    else:
+        os_logs = [math.log(r.candidate_wall_s / r.baseline_wall_s) for r in rounds]
+    mlog, olog, thr = median(logs), median(os_logs), math.log1p(min_effect)
+    if abs(mlog) > thr and not (olog * mlog > 0 and abs(olog) >= thr / 2):
+        clock = "CPU" if cpu else "wall"
         return [
-            f"the benchmark's own metric and the OS's wall time disagree: metric ratio "
-            f"{math.exp(mlog):.3f}, wall ratio {math.exp(wlog):.3f}"
+            f"the benchmark's own metric and the OS's {clock} time disagree: metric ratio "
+            f"{math.exp(mlog):.3f}, {clock} ratio {math.exp(olog):.3f}"
         ]
     return []
 

@@ -208,7 +208,8 @@ class ExternalMetrics(_Model):
     stop: BenchmarkStop
     rounds: list[BenchmarkRound]
     crosscheck: list[str] = Field(
-        description="disagreements between the benchmark's metric and the OS's wall time"
+        description="disagreements between the benchmark's metric and the OS's time of the "
+        "runs (CPU, else wall)"
     )
 
 
