@@ -97,6 +97,13 @@ def run_cmd(
     budget_s: Annotated[
         float | None, typer.Option("--budget-s", min=0.1, help="measurement budget (s)")
     ] = None,
+    no_final_build: Annotated[
+        bool,
+        typer.Option(
+            "--no-final-build",
+            help="no reflection or build after the last attempt (only an export would use it)",
+        ),
+    ] = False,
     run_dir: Annotated[
         Path | None, typer.Option("--run-dir", help="the run's directory (default: ledger's)")
     ] = None,
@@ -133,6 +140,7 @@ def run_cmd(
         budget_s=budget_s,
         run_dir=run_dir,
         registry=registry,
+        final_build=not no_final_build,
     )
     with Ledger.open(ledger_dir) as ledger:
         try:
@@ -179,7 +187,9 @@ def show_run(run: HarnessRun, where: Path) -> None:
             )
         for a in it.built:
             first = a.report.splitlines()[0] if a.report else ""
-            console.print(f"    built {a.status:<11} {a.kind} {a.name} {a.sha256[:12]}: {escape(first)}")
+            console.print(
+                f"    built {a.status:<11} {a.kind} {a.name} {a.sha256[:12]}: {escape(first)}"
+            )
         if it.error:
             console.print(f"    [yellow]{escape(it.error)}[/]")
     for t in run.totals():

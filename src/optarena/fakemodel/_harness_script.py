@@ -58,7 +58,9 @@ def _write(conv: Conversation, path: str, content: str) -> Tool | None:
     """A new file written with the harness's own tool (parents created)."""
     if {"Read", "Write", "Bash"} <= set(conv.tools):
         cwd = conv.cwd()
-        return Tool("Write", {"file_path": str(Path(cwd) / path) if cwd else path, "content": content})
+        return Tool(
+            "Write", {"file_path": str(Path(cwd) / path) if cwd else path, "content": content}
+        )
     if "exec_command" in conv.tools:
         q = shlex.quote(path)
         parent = shlex.quote(str(Path(path).parent))

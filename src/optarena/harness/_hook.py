@@ -85,9 +85,7 @@ class HarnessHook(TrialHook):
             "MCP_CONNECT_TIMEOUT_MS": "30000",
         }
         ports = [h.port for h in self.hosts if h.port is not None]
-        return dataclasses.replace(
-            context, env=env, proxy_ports=(*context.proxy_ports, *ports)
-        )
+        return dataclasses.replace(context, env=env, proxy_ports=(*context.proxy_ports, *ports))
 
     def after_agent(self, context: RunContext, outcome: AgentOutcome) -> AgentOutcome:
         if not self.hosts:

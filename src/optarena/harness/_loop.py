@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from optarena.agents import AgentLimits, AgentRunner, create_runner
+from optarena.agents import AgentLimits, AgentRunner, create_runner, runner_class
 from optarena.errors import OptarenaError
 from optarena.harness._activate import export_artifacts
 from optarena.harness._hook import TELEMETRY_LOG, ActiveServer, HarnessHook
@@ -70,6 +70,8 @@ class HarnessConfig:
     run_dir: Path | None = None  # default: <ledger>/harness/<run id>
     registry: Path | None = None  # start from this registry's qualified artifacts
     agent_sandbox: bool = True
+    final_build: bool = True  # False: no reflection or build after the last attempt (what it
+    # would build serves only an export, never this run)
 
 
 def check_config(config: HarnessConfig) -> AgentRunner:
@@ -81,12 +83,12 @@ def check_config(config: HarnessConfig) -> AgentRunner:
     if config.repair_attempts < 0:
         raise OptarenaError(f"--repair-attempts {config.repair_attempts}: expected 0 or more")
     stop_reason(None, config.stop_when)  # validates the value
-    runner = create_runner(config.agent, config.agent_args)
-    if not runner.can_resume:
+    if not runner_class(config.agent).can_resume:
         raise OptarenaError(
             f"agent '{config.agent}' cannot resume a session (reflection and build continue "
             "the attempt's session): use claude or codex"
         )
+    runner = create_runner(config.agent, config.agent_args)
     runner.check_available()
     return runner
 
@@ -106,7 +108,9 @@ def _run_dir(config: HarnessConfig, ledger: Ledger, run_id: str) -> Path:
 
 
 class _Loop:
-    def __init__(self, config: HarnessConfig, ledger: Ledger, progress: HarnessProgress | None) -> None:
+    def __init__(
+        self, config: HarnessConfig, ledger: Ledger, progress: HarnessProgress | None
+    ) -> None:
         self.config, self.ledger = config, ledger
         self.say = progress or (lambda _m: None)
         self.runner = check_config(config)
@@ -130,6 +134,7 @@ class _Loop:
             attempt=c.attempt, reflection_timeout_s=c.reflection_timeout_s,
             build_timeout_s=c.build_timeout_s, repair_attempts=c.repair_attempts,
             stop_when=c.stop_when, measure=c.measure, budget_s=c.budget_s,
+            final_build=c.final_build,
         )  # fmt: skip
 
     def _adopt(self, other: Registry, snapshots: Path) -> None:
@@ -150,9 +155,7 @@ class _Loop:
     # ---- one iteration -------------------------------------------------------------------
 
     def iteration(self, i: int, carry: TrialRecord | None) -> TrialRecord | None:
-        it = IterationRecord(
-            iteration=i, started_from=f"trial {carry.id}" if carry else "baseline"
-        )
+        it = IterationRecord(iteration=i, started_from=f"trial {carry.id}" if carry else "baseline")
         self.run.iterations.append(it)
         record = self._attempt(it, carry)
         self.save()
@@ -163,6 +166,8 @@ class _Loop:
         reason = stop_reason(it, self.config.stop_when)
         if reason is not None:
             self.run.stopped_because = reason
+            return record
+        if i == self.config.iterations and not self.config.final_build:
             return record
         if not record.session_id:
             it.error = "the attempt recorded no agent session: no reflection or build"
@@ -329,4 +334,3 @@ def run_harness(
         loop.run.finished_at = utc_now()
         loop.save()
     return loop.run, loop.dir
-

@@ -104,6 +104,7 @@ class RunSettings(_Model):
     stop_when: str | None
     measure: bool
     budget_s: float | None
+    final_build: bool = True
 
 
 class PhaseTotal(_Model):

@@ -27,8 +27,8 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-
 TELEMETRY_SCHEMA_VERSION = 1
+_Pending = dict[Any, tuple[str, Any, float, str]]  # request id -> (tool, arguments, t0, at)
 CONTAINED = [sys.executable, "-m", "optarena.harness._contained"]
 
 
@@ -97,13 +97,13 @@ class ServerHost:
             )  # fmt: skip
             with self._lock:
                 self._children.append(child)
-            pending: dict[Any, tuple[str, Any, float, str]] = {}
+            pending: _Pending = {}
             for target in (self._up, self._down):
                 t = threading.Thread(target=target, args=(conn, child, pending), daemon=True)
                 t.start()
                 self._threads.append(t)
 
-    def _up(self, conn: socket.socket, child: subprocess.Popen[bytes], pending: dict) -> None:  # type: ignore[type-arg]
+    def _up(self, conn: socket.socket, child: subprocess.Popen[bytes], pending: _Pending) -> None:
         """Agent -> server: note every tools/call request, pass every byte on."""
         assert child.stdin is not None
         reader = conn.makefile("rb")
@@ -126,7 +126,7 @@ class ServerHost:
             with contextlib.suppress(OSError):
                 child.stdin.close()
 
-    def _down(self, conn: socket.socket, child: subprocess.Popen[bytes], pending: dict) -> None:  # type: ignore[type-arg]
+    def _down(self, conn: socket.socket, child: subprocess.Popen[bytes], pending: _Pending) -> None:
         """Server -> agent: record the reply of each noted call, pass every byte on."""
         out: IO[bytes] | None = child.stdout
         assert out is not None

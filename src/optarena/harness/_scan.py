@@ -63,7 +63,9 @@ def area_status(registry: Registry, area: Path) -> list[ArtifactEntry]:
         for path in sorted(root.iterdir()):
             sha = content_sha256(path)
             match = [
-                a for a in registry.artifacts if (a.kind, a.name, a.sha256) == (kind, path.name, sha)
+                a
+                for a in registry.artifacts
+                if (a.kind, a.name, a.sha256) == (kind, path.name, sha)
             ]
             if match:
                 out.append(match[-1])
