@@ -110,7 +110,7 @@ def test_the_loop_end_to_end_with_a_scripted_runner(
     }
     assert ScriptedRunner.seen == ScriptedRunner.seen | {"solution": BASE, "skill": True}
     assert ScriptedRunner.seen["idle"] is False  # quarantined: never activated
-    assert [a.name for a in three.active] == ["one-pass"]
+    assert [a.name for a in three.active] == ["one-pass"] and three.started_from == "baseline"
     assert three.verdict == "accepted" and run.best_iteration == 3
     assert (where / "best" / "solution.py").read_text() == FAST
     totals = {t.phase: t for t in run.totals()}
@@ -119,6 +119,7 @@ def test_the_loop_end_to_end_with_a_scripted_runner(
     assert main(["harness", "show", str(where)]) == 0
     out = capsys.readouterr().out
     assert "it2 trial" in out and "verdict rejected" in out and "quarantined mcp idle" in out
+    assert "active: skill:one-pass" in out
     assert "best: iteration 3" in out and "ignored (never evidence): result.json" in out
 
 

@@ -237,8 +237,8 @@ def show_cmd(run: RunOpt, ledger_dir: LedgerOpt = None) -> None:
     where = _run_dir(run, ledger_dir)
     reg = _registry(where)
     if (where / "run.json").is_file():
-        show_run(load_run(where / "run.json"), where)
-    for a in reg.artifacts:
+        show_run(load_run(where / "run.json"), where)  # lists each iteration's artifacts
+    for a in [] if (where / "run.json").is_file() else reg.artifacts:
         console.print(f"it{a.iteration} {a.status:<11} {a.kind:<8} {a.name} {a.sha256[:12]}")
         console.print(f"    {escape(a.report.splitlines()[0]) if a.report else ''}")
     console.print(f"active: {', '.join(f'{a.kind}:{a.name}' for a in reg.qualified()) or 'none'}")

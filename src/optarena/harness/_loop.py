@@ -155,7 +155,9 @@ class _Loop:
     # ---- one iteration -------------------------------------------------------------------
 
     def iteration(self, i: int, carry: TrialRecord | None) -> TrialRecord | None:
-        it = IterationRecord(iteration=i, started_from=f"trial {carry.id}" if carry else "baseline")
+        carried = carry is not None and self.config.task_state == "continue"
+        start = f"trial {carry.id}" if carry is not None and carried else "baseline"
+        it = IterationRecord(iteration=i, started_from=start)
         self.run.iterations.append(it)
         record = self._attempt(it, carry)
         self.save()
