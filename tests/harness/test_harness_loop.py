@@ -6,6 +6,7 @@ is restored; `harness show` prints it all. Plus the CLI's bad input and the pure
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import ClassVar
@@ -98,9 +99,9 @@ def test_the_loop_end_to_end_with_a_scripted_runner(
     with Ledger.open(tmp_path / "ledger") as ledger:
         run, where = run_harness(config, ledger)
         crashed = ledger.trials()[-1]
+        assert crashed.state == "interrupted"  # the crashed attempt's row is recorded
     one, two, three = run.iterations
     assert one.phases[0].status == "crashed" and "scripted crash" in (one.error or "")
-    assert crashed.state == "interrupted"  # the crashed attempt's row is recorded
     assert two.verdict == "rejected" and "result.json" in two.claimed_files
     assert ScriptedRunner.turns == [("s2", "reflect"), ("s2", "build"), ("s2", "repair")]
     assert "the self-test" in str(ScriptedRunner.seen["repair_prompt"])  # the exact report
@@ -121,6 +122,11 @@ def test_the_loop_end_to_end_with_a_scripted_runner(
     assert "it2 trial" in out and "verdict rejected" in out and "quarantined mcp idle" in out
     assert "active: skill:one-pass" in out
     assert "best: iteration 3" in out and "ignored (never evidence): result.json" in out
+    # a new run can start from this run's registry: its qualified artifacts only
+    again = dataclasses.replace(config, iterations=1, registry=where / "registry.json")
+    with Ledger.open(tmp_path / "ledger") as ledger:
+        run2, _ = run_harness(again, ledger)
+    assert [(a.name, a.status) for a in run2.iterations[0].active] == [("one-pass", "qualified")]
 
 
 def test_bad_input_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
