@@ -32,6 +32,7 @@ from optarena.agents import AgentLimits, AgentRunner, create_runner, runner_clas
 from optarena.errors import OptarenaError
 from optarena.harness._activate import export_artifacts
 from optarena.harness._hook import TELEMETRY_LOG, ActiveServer, HarnessHook
+from optarena.harness._prompts import build_prompt, judge_summary, reflect_prompt, repair_prompt
 from optarena.harness._record import (
     ArtifactRef,
     HarnessRun,
@@ -42,6 +43,7 @@ from optarena.harness._record import (
     save_run,
 )
 from optarena.harness._registry import ArtifactEntry, Registry, load_registry, save_registry
+from optarena.harness._scan import area_status, scan_area
 from optarena.harness._score import better, count_calls, score_of, stop_reason
 from optarena.harness._session import follow_up
 from optarena.ledger import Ledger, TrialRecord, utc_now
@@ -248,13 +250,6 @@ class _Loop:
         return p
 
     def _improve(self, it: IterationRecord, record: TrialRecord) -> None:
-        from optarena.harness._prompts import (
-            build_prompt,
-            judge_summary,
-            reflect_prompt,
-            repair_prompt,
-        )
-
         self._turn(it, record, "reflect", reflect_prompt(judge_summary(record)))
         self._turn(it, record, "build", build_prompt())
         failing = self._qualify(it, record)
@@ -268,8 +263,6 @@ class _Loop:
 
     def _qualify(self, it: IterationRecord, record: TrialRecord) -> list[ArtifactEntry]:
         """Scan the workspace's `.harness/`; what currently fails there."""
-        from optarena.harness._scan import area_status, scan_area
-
         area = Path(record.workspace) / ".harness"
         with tempfile.TemporaryDirectory(prefix="optarena-starter-") as tmp:
             write_starter(self.config.task, Path(tmp))  # the clean replay workspace's files
