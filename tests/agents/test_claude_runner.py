@@ -110,3 +110,10 @@ def test_timeout_kills_the_agent(tmp_path: Path) -> None:
     assert out.status == "timeout" and out.metered_usage is None
     assert out.usage.input_tokens is None  # no result line: unknown, not zero
     assert out.wall_s is not None and out.wall_s < 10
+
+
+def test_resume_continues_the_session(tmp_path: Path) -> None:
+    r = ClaudeRunner(ClaudeOptions())
+    argv = r.command("claude", tmp_path, "go on", AgentLimits(), None, "sess-1")
+    assert argv[argv.index("--resume") + 1] == "sess-1" and argv[-2:] == ["--", "go on"]
+    assert "--resume" not in r.command("claude", tmp_path, "go", AgentLimits(), None)

@@ -107,3 +107,12 @@ def test_default_model_is_priced_from_what_the_proxy_saw(tmp_path: Path) -> None
     assert usage.cost_usd == pytest.approx((1600 * 1.25 + 8300 * 0.125 + 1060 * 10) / 1e6)
     assert parsed.extra["codex"]["cost_source"].endswith(", gpt-5")
     session.proxy.httpd.server_close()
+
+
+def test_resume_continues_the_session_with_the_exec_options(tmp_path: Path) -> None:
+    r = CodexRunner(CodexOptions(model="gpt-5.5"))
+    argv = r.command("codex", tmp_path, "go on", AgentLimits(), "http://127.0.0.1:7", "t-1")
+    assert argv[-4:] == ["resume", "t-1", "--", "go on"]
+    head = argv[: argv.index("resume")]  # `exec resume` has no --cd or --sandbox of its own
+    assert "--cd" in head and "--sandbox" in head and "--model" in head
+    assert overrides(argv)["model_provider"] == "optarena"

@@ -48,6 +48,11 @@ class RunContext:
     no proxy runs); `proxy_ports` are host loopback ports opened for the agent (inside the
     sandbox's network namespace nothing else on the host is reachable). `metered` reads what
     the proxy has metered so far (a runner that prices its own report uses it).
+
+    `resume` is an agent session to continue instead of starting a fresh one (a follow-up
+    turn, e.g. the harness loop's reflection after an attempt): the session id the runner
+    returned (`AgentOutcome.session_id`), with the same `paths` (workspace and config home) as
+    the run that made it. Only a runner with `can_resume` accepts one.
     """
 
     trial_id: str
@@ -58,6 +63,7 @@ class RunContext:
     proxy_url: str | None = None
     proxy_ports: tuple[int, ...] = ()
     metered: Callable[[], Usage] | None = None
+    resume: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
@@ -117,6 +123,7 @@ class AgentRunner(ABC):
     is_agent: ClassVar[bool] = True  # False only for replay, which is not an agent
     binary: ClassVar[str | None] = None  # the executable the runner needs on PATH, if any
     install_hint: ClassVar[str | None] = None  # how to install `binary`, shown when missing
+    can_resume: ClassVar[bool] = False  # continues a session given as `RunContext.resume`
 
     @classmethod
     def from_args(cls, args: Mapping[str, str]) -> AgentRunner:

@@ -121,6 +121,7 @@ class Parsed:
 class CliAgentRunner(AgentRunner):
     """Base of `claude` and `codex`; see the module docstring."""
 
+    can_resume = True  # both CLIs keep sessions in their config home
     options_class: ClassVar[type[CliAgentOptions]] = CliAgentOptions
     home_env: ClassVar[str]  # the variable naming the agent's config home
     package: ClassVar[str]  # the npm package, pinned, for install hints
@@ -178,8 +179,15 @@ class CliAgentRunner(AgentRunner):
 
     @abstractmethod
     def command(
-        self, exe: str, workspace: Path, prompt: str, limits: AgentLimits, api_url: str | None
-    ) -> list[str]: ...
+        self,
+        exe: str,
+        workspace: Path,
+        prompt: str,
+        limits: AgentLimits,
+        api_url: str | None,
+        resume: str | None = None,
+    ) -> list[str]:
+        """The command line; `resume`: the session to continue (same config home)."""
 
     @abstractmethod
     def environment(self, home: Path | None, api_url: str | None) -> dict[str, str]: ...
@@ -215,7 +223,7 @@ class CliAgentRunner(AgentRunner):
             self.prepare_home(home)
         logs = {"stdout": logs_dir / f"{self.name}.jsonl", "stderr": logs_dir / "stderr.log"}
         api_url = context.proxy_url
-        argv = self.command(exe, workspace, prompt, limits, api_url)
+        argv = self.command(exe, workspace, prompt, limits, api_url, context.resume)
         env = self._full_env(context, home, api_url)
         sandbox = self._sandbox(context, exe, home)
         result = run_logged(

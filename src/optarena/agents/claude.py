@@ -94,10 +94,18 @@ class ClaudeRunner(CliAgentRunner):
         return os.geteuid() == 0 and o.permission_mode in BYPASS_MODES
 
     def command(
-        self, exe: str, workspace: Path, prompt: str, limits: AgentLimits, api_url: str | None
+        self,
+        exe: str,
+        workspace: Path,
+        prompt: str,
+        limits: AgentLimits,
+        api_url: str | None,
+        resume: str | None = None,
     ) -> list[str]:
         o = self.options
         argv = [exe, "-p", "--output-format", "stream-json", "--verbose"]
+        if resume is not None:
+            argv += ["--resume", resume]  # the session in this config home, same workspace
         argv += ["--permission-mode", o.permission_mode]
         if o.model:
             argv += ["--model", o.model]

@@ -118,7 +118,13 @@ class CodexRunner(CliAgentRunner):
         return out + list(o.config)
 
     def command(
-        self, exe: str, workspace: Path, prompt: str, limits: AgentLimits, api_url: str | None
+        self,
+        exe: str,
+        workspace: Path,
+        prompt: str,
+        limits: AgentLimits,
+        api_url: str | None,
+        resume: str | None = None,
     ) -> list[str]:
         o = self.options
         argv = [exe, "exec", "--json", "--skip-git-repo-check", "--color", "never"]
@@ -131,7 +137,11 @@ class CodexRunner(CliAgentRunner):
             argv += ["--model", o.model]
         for override in self._overrides(api_url):
             argv += ["-c", override]
-        return [*argv, *o.extra_args, "--", prompt]
+        argv += o.extra_args
+        if resume is not None:
+            # `exec resume` takes no --cd or --sandbox of its own: the exec options above apply
+            return [*argv, "resume", resume, "--", prompt]
+        return [*argv, "--", prompt]
 
     def environment(self, home: Path | None, api_url: str | None) -> dict[str, str]:
         return {"CODEX_HOME": str(home)} if home is not None else {}

@@ -1,9 +1,15 @@
-"""The harness-improvement loop's parts: a versioned registry of built artifacts, their
-qualification in a clean replay workspace (every declared command contained), quarantine by
-content hash, and export of the qualified ones as an experiment condition's artifacts."""
+"""The harness-improvement loop (`run_harness`) and its parts: a versioned registry of built
+artifacts, their qualification in a clean replay workspace (every declared command contained),
+quarantine by content hash, activation for the next fresh session (skills as files, MCP
+servers behind recording relays), and export of the qualified ones as an experiment
+condition's artifacts."""
 
 from optarena.harness._activate import export_artifacts
+from optarena.harness._hook import TELEMETRY_LOG, HarnessHook
+from optarena.harness._loop import HarnessConfig, check_config, run_harness
+from optarena.harness._prompts import BUILD_MARKER, REFLECT_MARKER, REPAIR_MARKER
 from optarena.harness._qualify import Qualification, qualify
+from optarena.harness._record import HarnessRun, IterationRecord, PhaseRecord, load_run, save_run
 from optarena.harness._registry import (
     ArtifactEntry,
     Registry,
@@ -11,16 +17,34 @@ from optarena.harness._registry import (
     load_registry,
     save_registry,
 )
-from optarena.harness._scan import scan_area
+from optarena.harness._relay import RelayedCall, ServerHost, read_telemetry
+from optarena.harness._scan import area_status, scan_area
 
 __all__ = [
+    "BUILD_MARKER",
+    "REFLECT_MARKER",
+    "REPAIR_MARKER",
+    "TELEMETRY_LOG",
     "ArtifactEntry",
+    "HarnessConfig",
+    "HarnessHook",
+    "HarnessRun",
+    "IterationRecord",
+    "PhaseRecord",
     "Qualification",
     "Registry",
+    "RelayedCall",
+    "ServerHost",
+    "area_status",
+    "check_config",
     "content_sha256",
     "export_artifacts",
     "load_registry",
+    "load_run",
     "qualify",
+    "read_telemetry",
+    "run_harness",
     "save_registry",
+    "save_run",
     "scan_area",
 ]

@@ -51,3 +51,22 @@ def scan_area(
             registry.add(entry)
             added.append(entry)
     return added
+
+
+def area_status(registry: Registry, area: Path) -> list[ArtifactEntry]:
+    """The recorded entry of each artifact as it is in `area` now (by its content hash)."""
+    out = []
+    for sub, kind in KIND_DIRS.items():
+        root = area / sub
+        if not root.is_dir():
+            continue
+        for path in sorted(root.iterdir()):
+            sha = content_sha256(path)
+            match = [
+                a
+                for a in registry.artifacts
+                if (a.kind, a.name, a.sha256) == (kind, path.name, sha)
+            ]
+            if match:
+                out.append(match[-1])
+    return out

@@ -1,0 +1,74 @@
+"""Follow-up turns in an attempt's agent session: reflection, build and repair.
+
+The turn resumes the session the attempt's trial recorded (`RunContext.resume`), in the same
+workspace with the same config home (where the CLI keeps its sessions), contained like the
+trial's agent (the ledger directory and other trials' workspaces hidden) and metered by its own
+proxy. Its logs are stored in the ledger's artifact store; its time, tokens and cost are the
+phase's record, charged to the harness run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from optarena.agents import AgentLimits, AgentRunner, RunContext, SandboxSpec, run_metered
+from optarena.harness._record import PhaseName, PhaseRecord
+from optarena.ledger import Ledger, TrialRecord
+from optarena.records import TrialPaths
+from optarena.sandbox import AgentSandboxPolicy
+
+
+def _sandbox(ledger: Ledger, paths: TrialPaths, contained: bool) -> SandboxSpec:
+    if not contained:
+        return SandboxSpec(policy=AgentSandboxPolicy.off())
+    mine = paths.workspace.resolve()
+    others = [w for w in ledger.workspaces() if w.is_dir() and w.resolve() != mine]
+    return SandboxSpec(policy=AgentSandboxPolicy(), hidden=(ledger.home, *others), home=paths.home)
+
+
+def follow_up(
+    runner: AgentRunner,
+    ledger: Ledger,
+    trial: TrialRecord,
+    phase: PhaseName,
+    prompt: str,
+    limits: AgentLimits,
+    logs: Path,
+    contained: bool = True,
+) -> PhaseRecord:
+    """One turn resuming `trial`'s session; never raises for the agent's own failures."""
+    work = ledger.work_dir(trial.id)
+    paths = TrialPaths(
+        work=work,
+        workspace=Path(trial.workspace),
+        logs=logs,
+        home=work / "home",
+        candidate=work / "candidate",
+        shadow=work / "shadow.git",
+    )
+    context = RunContext(
+        trial.id,
+        trial.task.id,
+        paths,
+        sandbox=_sandbox(ledger, paths, contained),
+        resume=trial.session_id,
+    )
+    logs.mkdir(parents=True, exist_ok=True)
+    outcome = run_metered(runner, context, prompt, limits)
+    stored = {
+        p.relative_to(logs).as_posix(): ledger.store.put_file(p)
+        for p in sorted(logs.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+    return PhaseRecord(
+        phase=phase,
+        status=outcome.status,
+        detail=outcome.detail[:2000],
+        session_id=outcome.session_id,
+        wall_s=outcome.wall_s,
+        cpu_s=outcome.cpu_s,
+        usage=outcome.usage,
+        metered_usage=outcome.metered_usage,
+        logs=stored,
+        trial_id=trial.id,
+    )
