@@ -12,6 +12,7 @@ import json
 import pytest
 
 from optarena.agents import AgentLimits
+from optarena.cli._trials import tool_call_lines
 from optarena.fakemodel import FakeModelServer
 from optarena.fakemodel._script import OptimizeScript
 from optarena.fakemodel._tools_script import TaskToolsScript
@@ -74,3 +75,12 @@ def test_codex_finds_and_calls_the_task_tools_the_calls_are_recorded_and_the_jud
     assert record.verdict == "rejected" and "out_of_tolerance" in record.reason_codes
     outcome = json.loads(ledger.store.read_text(record.artifacts["outcome"]))
     assert outcome["status"] == "completed"  # the agent claimed success; the judge decided
+    # Codex's own account: both calls ran (approved, not refused under approval `never`).
+    codex_calls = outcome["extra"]["codex"]["mcp_calls"]
+    assert [(c["tool"], c["status"]) for c in codex_calls] == [
+        ("check_correctness", "completed"),
+        ("measure", "completed"),
+    ]
+    shown = "\n".join(tool_call_lines(ledger, record))  # what `trial show` prints
+    assert "task-tool calls: 2" in shown and "check_correctness" in shown
+    assert shown.count("-> rejected") == 2
