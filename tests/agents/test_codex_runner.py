@@ -3,6 +3,7 @@ credentials, and a run with a stand-in executable replaying a recorded Codex str
 
 from __future__ import annotations
 
+import json
 import stat
 import tomllib
 from dataclasses import replace
@@ -52,7 +53,16 @@ def test_proxy_is_a_custom_responses_provider(tmp_path: Path) -> None:
         }
     }
     assert cfg["mcp_servers"] == {"tools": {"command": "python3", "args": ["-m", "srv"]}}
+    # Codex takes each dotted part of a -c key literally: the server name must be bare.
+    assert any(a.startswith("mcp_servers.tools=") for a in argv)
     assert cfg["model_reasoning_effort"] == "low"
+
+
+@pytest.mark.parametrize("name", ['"tools"', "my.tools", "two words"])
+def test_an_mcp_server_name_codex_cannot_read_is_a_clear_error(name: str) -> None:
+    servers = json.dumps({name: {"command": "python3"}})
+    with pytest.raises(OptarenaError, match=r"mcp_servers: .*MCP server name"):
+        create_runner("codex", {"mcp_servers": servers})
 
 
 def test_bypass_and_no_proxy(tmp_path: Path) -> None:

@@ -52,12 +52,20 @@ def test_mcp_and_error_items() -> None:
     lines = [
         '{"type":"item.completed","item":{"id":"i","type":"mcp_tool_call","server":"t",'
         '"tool":"bench","status":"completed"}}',
+        # Codex 0.171's words for an MCP call refused under approval policy `never`
+        '{"type":"item.completed","item":{"id":"k","type":"mcp_tool_call","server":"t",'
+        '"tool":"bench","arguments":{},"result":null,"error":{"message":"MCP tool call '
+        'requires approval, but approval policy is never"},"status":"failed"}}',
         '{"type":"item.completed","item":{"id":"j","type":"error","message":"boom"}}',
         "garbage",
     ]
     s = parse_codex_stream(lines)
-    assert s.usage.tool_calls == {"mcp:t/bench": 1}
-    assert s.mcp_calls == [{"server": "t", "tool": "bench", "status": "completed"}]
+    assert s.usage.tool_calls == {"mcp:t/bench": 2}
+    refused = "MCP tool call requires approval, but approval policy is never"
+    assert s.mcp_calls == [
+        {"server": "t", "tool": "bench", "status": "completed"},
+        {"server": "t", "tool": "bench", "status": "failed", "error": refused},
+    ]
     assert s.errors == ["boom"] and s.unparsed_lines == 1
     assert codex_status(s) == (None, "boom")
 

@@ -93,9 +93,12 @@ def _item(out: CodexStream, item: dict[str, Any], tools: Counter[str]) -> None:
     elif kind == "mcp_tool_call":
         name = f"mcp:{item.get('server')}/{item.get('tool')}"
         tools[name] += 1
-        out.mcp_calls.append(
-            {"server": item.get("server"), "tool": item.get("tool"), "status": item.get("status")}
-        )
+        call = {"server": item.get("server"), "tool": item.get("tool")}
+        call["status"] = item.get("status")
+        error = item.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            call["error"] = str(error["message"])[:500]  # e.g. refused for want of approval
+        out.mcp_calls.append(call)
     elif kind == "web_search":
         tools["web_search"] += 1
     elif kind == "agent_message":

@@ -16,11 +16,12 @@ for the model, or is unknown.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from optarena.agents._base import RunContext
 from optarena.agents._cli_agent import CliAgentOptions, CliAgentRunner, Parsed
@@ -31,6 +32,10 @@ from optarena.records import AgentLimits, AgentStatus, Usage
 
 PINNED = "@openai/codex@0.171.0"
 PROVIDER = "optarena"
+# Codex splits a `-c` key on dots and takes each part literally (no TOML quoted keys: a quoted
+# name keeps its quotes and fails Codex's own server-name check), so a server name must be a
+# bare key within Codex's pattern `^[a-zA-Z0-9_:@/.-]+$`, less the dot.
+SERVER_NAME = re.compile(r"^[A-Za-z0-9_:@/-]+$")
 
 
 class CodexOptions(CliAgentOptions):
@@ -48,6 +53,17 @@ class CodexOptions(CliAgentOptions):
     max_retries: int | None = Field(
         default=None, ge=0, description="request_max_retries and stream_max_retries"
     )
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _bare_server_names(cls, servers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        bad = [name for name in servers if not SERVER_NAME.match(name)]
+        if bad:
+            raise ValueError(
+                f"MCP server name {bad[0]!r}: expected letters, digits and _ : @ / - only "
+                "(Codex reads the name from a dotted `-c mcp_servers.NAME=...` key)"
+            )
+        return servers
 
 
 def toml_value(value: Any) -> str:
@@ -114,7 +130,7 @@ class CodexRunner(CliAgentRunner):
             out += [f"model_provider={toml_value(PROVIDER)}"]
             out += [f"model_providers.{PROVIDER}={toml_value(provider)}"]
         for name, server in o.mcp_servers.items():
-            out.append(f"mcp_servers.{json.dumps(name)}={toml_value(server)}")
+            out.append(f"mcp_servers.{name}={toml_value(server)}")
         return out + list(o.config)
 
     def command(

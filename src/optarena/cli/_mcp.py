@@ -25,7 +25,7 @@ def serve_cmd(
         float, typer.Option(min=0.5, help="cap on any measure call's budget, seconds")
     ] = 60.0,
 ) -> None:
-    """Serve task_info, check_correctness and measure on stdin/stdout (newline-delimited
+    """Serve task_info, check_correctness, measure and profile on stdin/stdout (newline-delimited
     JSON-RPC) until the client closes stdin. Tool results are advice for the agent; they
     are never a trial's score."""
     from optarena.mcp import TaskTools, Telemetry, serve_stdio

@@ -50,6 +50,9 @@ class Conversation:
     calls: list[ToolCall] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
+    # Tools in a namespace (the Responses API's deferred tools, loaded by a tool_search):
+    # qualified name `NAMESPACE__NAME` -> (namespace, name), how a call must name them.
+    namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def result_of(self, call: ToolCall) -> ToolResult | None:
         return next((r for r in self.results if r.call_id == call.id), None)
@@ -133,8 +136,35 @@ def _anthropic(conv: Conversation, body: dict[str, Any]) -> None:
     conv.tools = [str(t.get("name")) for t in body.get("tools") or [] if isinstance(t, dict)]
 
 
+def _qualified(namespace: Any, name: Any) -> str:
+    """A namespaced tool's name as one string: Codex's own `mcp__SERVER__TOOL` form."""
+    return f"{namespace}__{name}" if namespace else str(name)
+
+
+def _tool_names(tools: Any) -> list[str]:
+    """Names of offered tools; a hosted tool with no name (`tool_search`, `web_search`) goes
+    by its type."""
+    return [str(t.get("name") or t.get("type")) for t in tools or [] if isinstance(t, dict)]
+
+
+def _load(conv: Conversation, tools: Any) -> None:
+    """Tools a `tool_search_output` made callable: plain functions, or namespaces of them."""
+    for t in tools or []:
+        if not isinstance(t, dict):
+            continue
+        if t.get("type") == "namespace":
+            for inner in t.get("tools") or []:
+                if isinstance(inner, dict) and inner.get("name"):
+                    name = _qualified(t.get("name"), inner["name"])
+                    conv.namespaced[name] = (str(t.get("name")), str(inner["name"]))
+                    conv.tools.append(name)
+        elif t.get("name"):
+            conv.tools.append(str(t["name"]))
+
+
 def _responses(conv: Conversation, body: dict[str, Any]) -> None:
     conv.system = _text_of(body.get("instructions"))
+    conv.tools = _tool_names(body.get("tools"))
     items = body.get("input")
     if isinstance(items, str):
         items = [{"type": "message", "role": "user", "content": items}]
@@ -146,12 +176,20 @@ def _responses(conv: Conversation, body: dict[str, Any]) -> None:
             conv.user_texts.append(_text_of(it.get("content")))
         elif t in ("function_call", "custom_tool_call", "local_shell_call"):
             raw = it.get("arguments") if t == "function_call" else it.get("input")
-            conv.calls.append(ToolCall(str(it.get("call_id")), str(it.get("name")), _args(raw)))
+            name = _qualified(it.get("namespace"), it.get("name"))
+            conv.calls.append(ToolCall(str(it.get("call_id")), name, _args(raw)))
         elif t in ("function_call_output", "custom_tool_call_output"):
             conv.results.append(
                 ToolResult(str(it.get("call_id")), None, _text_of(it.get("output")))
             )
-    conv.tools = [str(t.get("name")) for t in body.get("tools") or [] if isinstance(t, dict)]
+        elif t == "tool_search_call":
+            conv.calls.append(
+                ToolCall(str(it.get("call_id")), "tool_search", _args(it.get("arguments")))
+            )
+        elif t == "tool_search_output":
+            tools = it.get("tools")
+            conv.results.append(ToolResult(str(it.get("call_id")), None, json.dumps(tools)))
+            _load(conv, tools)
 
 
 def _chat(conv: Conversation, body: dict[str, Any]) -> None:

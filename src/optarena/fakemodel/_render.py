@@ -142,8 +142,29 @@ def anthropic_sse(reply: Reply, model: str) -> list[bytes]:
 # ---- OpenAI Responses -----------------------------------------------------------------------
 
 
-def _responses_item(reply: Reply) -> dict[str, Any]:
+TOOL_SEARCH = "tool_search"
+
+
+def _offers_tool_search(body: dict[str, Any]) -> bool:
+    """Whether the request offers the hosted `tool_search` tool (a typed entry, no name)."""
+    return any(
+        isinstance(t, dict) and t.get("type") == TOOL_SEARCH for t in body.get("tools") or []
+    )
+
+
+def _responses_item(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
     tool: Tool | None = reply.tool
+    if tool is not None and tool.name == TOOL_SEARCH and _offers_tool_search(body):
+        # Client-executed tool search: the client runs the search over its deferred tools
+        # and answers with a `tool_search_output` item listing what it loaded.
+        return {
+            "type": "tool_search_call",
+            "id": _id("tsc_"),
+            "call_id": _id("call_"),
+            "execution": "client",
+            "status": "completed",
+            "arguments": tool.args if isinstance(tool.args, dict) else {"query": tool.args},
+        }
     if tool is None:
         content = [{"type": "output_text", "text": reply.text or "", "annotations": []}]
         return {
@@ -162,7 +183,7 @@ def _responses_item(reply: Reply) -> dict[str, Any]:
             "input": tool.args,
             "status": "completed",
         }
-    return {
+    call = {
         "type": "function_call",
         "id": _id("fc_"),
         "call_id": _id("call_"),
@@ -170,22 +191,23 @@ def _responses_item(reply: Reply) -> dict[str, Any]:
         "arguments": json.dumps(tool.args),
         "status": "completed",
     }
+    return call | ({"namespace": tool.namespace} if tool.namespace else {})
 
 
-def responses_json(reply: Reply, model: str) -> dict[str, Any]:
+def responses_json(reply: Reply, model: str, body: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": _id("resp_"),
         "object": "response",
         "created_at": int(time.time()),
         "status": "completed",
         "model": model,
-        "output": [_responses_item(reply)],
+        "output": [_responses_item(reply, body)],
         "usage": responses_usage(reply.usage),
     }
 
 
-def responses_sse(reply: Reply, model: str) -> list[bytes]:
-    resp = responses_json(reply, model)
+def responses_sse(reply: Reply, model: str, body: dict[str, Any]) -> list[bytes]:
+    resp = responses_json(reply, model, body)
     item = resp["output"][0]
     seq = iter(range(1_000))
 
@@ -278,7 +300,9 @@ def render(
     if api == "anthropic":
         return (None, anthropic_sse(reply, model)) if stream else (anthropic_json(reply, model), [])
     if api == "responses":
-        return (None, responses_sse(reply, model)) if stream else (responses_json(reply, model), [])
+        if stream:
+            return None, responses_sse(reply, model, body)
+        return responses_json(reply, model, body), []
     if stream:
         include = bool((body.get("stream_options") or {}).get("include_usage"))
         return None, chat_sse(reply, model, include)

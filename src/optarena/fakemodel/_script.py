@@ -25,10 +25,13 @@ HANG_MARKER = "optarena-hang"
 
 @dataclass(frozen=True)
 class Tool:
-    """A tool call to make. `args` is a string for freeform tools (Codex's apply_patch)."""
+    """A tool call to make. `args` is a string for freeform tools (Codex's apply_patch);
+    `namespace` is set for a tool a Responses `tool_search` loaded inside a namespace (Codex
+    puts each MCP server's tools in one, `mcp__SERVER`), which the call must name."""
 
     name: str
     args: dict[str, Any] | str
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from optarena.runs import TrialHook
 
 SERVER_NAME = "optarena"
 TELEMETRY_LOG = "tool_calls.jsonl"
+CODEX_STARTUP_TIMEOUT_S = 60.0
+CODEX_TOOL_MARGIN_S = 120.0
 
 
 class TaskToolsHook(TrialHook):
@@ -56,8 +58,25 @@ class TaskToolsHook(TrialHook):
                 "allowed_tools": ",".join(allowed),
             }
         if agent == "codex":
-            return {"mcp_servers": json.dumps({SERVER_NAME: server})}
+            return {"mcp_servers": json.dumps({SERVER_NAME: self._codex_server(server)})}
         raise OptarenaError(f"--task-tools is for the claude and codex agents, not '{agent}'")
+
+    def _codex_server(self, server: dict[str, Any]) -> dict[str, Any]:
+        """Codex's `mcp_servers.optarena` table. `required`: `codex exec` otherwise starts the
+        first turn without waiting for MCP servers, and a server still starting (optarena's
+        takes a second or two) is missing from that turn's tool search; required, Codex waits
+        for it (up to `startup_timeout_sec`) and fails the run if it cannot start, instead of
+        running an agent without the tools it was promised. `tool_timeout_sec` leaves a
+        `measure` call its whole budget plus the correctness run before it. Each task tool is
+        approved by name (as Claude Code's allowed tools are): `codex exec` runs with approval
+        policy `never`, under which a tool that needs approval is refused, never asked about."""
+        approved = {t: {"approval_mode": "approve"} for t in TOOL_NAMES}
+        return server | {
+            "tools": approved,
+            "required": True,
+            "startup_timeout_sec": CODEX_STARTUP_TIMEOUT_S,
+            "tool_timeout_sec": self.max_budget_s + CODEX_TOOL_MARGIN_S,
+        }
 
     def before_agent(self, context: RunContext) -> RunContext | None:
         assert self.host is not None and self.host.port is not None

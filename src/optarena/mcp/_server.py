@@ -17,7 +17,8 @@ from optarena.mcp._tools import TaskTools, ToolInputError
 
 INSTRUCTIONS = (
     "optarena's judge for this task. check_correctness judges your workspace's editable files "
-    "on fresh secret inputs; measure also times them against the baseline. Results are advice: "
+    "on fresh secret inputs; measure also times them against the baseline; profile shows where "
+    "the time goes. Results are advice: "
     "the trial's verdict is the judge's own judgement of the files you deliver, after you stop."
 )
 
@@ -53,6 +54,15 @@ def build_server(tools: TaskTools) -> MCPServer:
     )
     async def measure(budget_s: float | None = None) -> str:
         return await run("measure", {"budget_s": budget_s})
+
+    @server.tool(
+        description="Where the candidate spends its time (cProfile, by own time) on fresh inputs "
+        "of one workload (default: the first timed one): a diagnostic, never a verdict."
+    )
+    async def profile(
+        workload: str | None = None, calls: int | None = None, top: int | None = None
+    ) -> str:
+        return await run("profile", {"workload": workload, "calls": calls, "top": top})
 
     return server
 

@@ -15,26 +15,27 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from optarena.judge import JudgeOptions, JudgeResult, judge
+from optarena.mcp._errors import ToolInputError
+from optarena.mcp._profile import MAX_CALLS, MAX_TOP, profile_candidate
 from optarena.records import ToolCallRecord
 from optarena.tasks import Task
 
-TOOL_NAMES = ("task_info", "check_correctness", "measure")
+TOOL_NAMES = ("task_info", "check_correctness", "measure", "profile")
+PROFILE_CALLS = 5
+PROFILE_TOP = 15
 DEFAULT_MAX_BUDGET_S = 60.0
 
 # "..., expected 0.123" in a tolerance detail is one oracle value: the tools never show one.
 _EXPECTED_VALUE = re.compile(
     r",?\s*expected\s+[-+]?(?:nan|inf|\d+(?:\.\d*)?(?:e[-+]?\d+)?)", re.IGNORECASE
 )
-
-
-class ToolInputError(ValueError):
-    """A tool was called with arguments it cannot use: the message says which and why."""
 
 
 class Telemetry:
@@ -63,6 +64,14 @@ class Telemetry:
 def _digest(arguments: dict[str, Any]) -> str:
     text = json.dumps(arguments, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _count(name: str, value: Any, default: int, most: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise ToolInputError(f"{name} must be a whole number from 1 to {most}, got {value!r}")
+    return value
 
 
 def redact(detail: str) -> str:
@@ -141,6 +150,19 @@ class TaskTools:
         }
         return view
 
+    def profile(
+        self, workload: str | None = None, calls: int | None = None, top: int | None = None
+    ) -> dict[str, Any]:
+        """Where the candidate spends its time on one workload: a diagnostic, never a verdict."""
+        n = _count("calls", calls, PROFILE_CALLS, MAX_CALLS)
+        k = _count("top", top, PROFILE_TOP, MAX_TOP)
+        if workload is not None and not isinstance(workload, str):
+            raise ToolInputError(f"workload must be a workload's name, got {workload!r}")
+        lim = self.task.spec.limits
+        timeout = lim.load_timeout_s + (n + 1) * lim.call_timeout_s
+        with self._snapshot() as snapshot:
+            return profile_candidate(self.task, snapshot, workload, n, k, timeout)
+
     # -- telemetry around every call ------------------------------------------------------
 
     def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -157,6 +179,10 @@ class TaskTools:
                 out = self.check_correctness()
             elif tool == "measure":
                 out = self.measure(arguments.get("budget_s"))
+            elif tool == "profile":
+                out = self.profile(
+                    arguments.get("workload"), arguments.get("calls"), arguments.get("top")
+                )
             else:
                 known = ", ".join(TOOL_NAMES)
                 raise ToolInputError(f"unknown tool {tool!r}; the tools are {known}")
@@ -184,6 +210,12 @@ class TaskTools:
 
     def _run(self, options: JudgeOptions) -> JudgeResult:
         """Judge a snapshot of the workspace: the agent may keep editing while it runs."""
+        with self._snapshot() as snapshot:
+            return self._judge(self.task, snapshot, options)
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[Path]:
+        """A private copy of the workspace, removed afterwards."""
         if not self.workspace.is_dir():
             raise ToolInputError(f"the workspace {self.workspace} does not exist")
         with tempfile.TemporaryDirectory(prefix="optarena-tool-") as tmp:
@@ -194,7 +226,7 @@ class TaskTools:
                 symlinks=True,
                 ignore=shutil.ignore_patterns(".git", "__pycache__"),
             )
-            return self._judge(self.task, snapshot, options)
+            yield snapshot
 
     @staticmethod
     def _correctness_view(result: JudgeResult) -> dict[str, Any]:
