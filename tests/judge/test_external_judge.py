@@ -17,7 +17,7 @@ from optarena.records import BenchmarkRound
 from optarena.tasks.external import freeze_external, load_frozen
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "external"
-FAST = {"max_rounds = 6": "max_rounds = 3", "budget_s = 60": "budget_s = 20"}
+FAST = {"budget_s = 60": "budget_s = 30"}
 
 
 def _project(tmp_path: Path, spec_edits: dict[str, str] | None = None) -> Path:
@@ -207,3 +207,9 @@ def test_a_benchmark_that_lies_about_itself_is_reported() -> None:
     (note,) = _crosscheck(no_cpu, [math.log(0.01)] * 3, False, 0.05)
     assert "wall time disagree" in note
     assert _crosscheck(lying, [math.log(0.01)] * 3, True, 0.05) == []  # the metric is wall time
+
+
+def test_too_few_rounds_for_a_verdict_are_refused(tmp_path: Path) -> None:
+    spec = _project(tmp_path, {"max_rounds = 6": "max_rounds = 3"})
+    with pytest.raises(SpecError, match=r"measurement.*max_rounds"):
+        freeze_external(spec, tmp_path / "o.toml")

@@ -95,3 +95,10 @@ def test_formats_owned_by_other_packages_read_through_the_same_steps() -> None:
         migrate_values("lock", {})
     with pytest.raises(RecordError, match=r"tools:2: tool_call record version 9 is newer"):
         load_tool_call('{"schema_version": 9}', "tools:2")
+
+
+def test_an_external_spec_asking_a_verdict_over_3_rounds_is_refused_not_rewritten() -> None:
+    ok = {"schema_version": 1, "measurement": {"min_rounds": 5}}
+    assert migrate_values("external_task", ok, current=2)["measurement"] == {"min_rounds": 5}
+    with pytest.raises(RecordError, match=r"min_rounds = 3: .* freeze the spec again"):
+        migrate_values("external_task", {"measurement": {"min_rounds": 3}}, current=2)

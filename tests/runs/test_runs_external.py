@@ -65,9 +65,7 @@ def _frozen(tmp_path: Path, gate: bool = True) -> Path:
     (tmp_path / "holdout" / "tests" / "test_holdout.py").write_text(HOLDOUT_TEST)
     text = (EXAMPLE / "primes.toml").read_text()
     text = text.replace('junit = "report.xml"', 'junit = "report.xml"\nholdout = "holdout"')
-    text = text.replace("max_rounds = 6", "max_rounds = 3").replace(
-        "budget_s = 60", "budget_s = 20"
-    )
+    text = text.replace("budget_s = 60", "budget_s = 30")
     if not gate:
         start, end = text.index("[quality]"), text.index("[benchmark]")
         text = text[:start] + text[end:]

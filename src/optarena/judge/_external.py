@@ -223,7 +223,7 @@ def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> ExternalMetrics:
                 log_ratio=log,
             )
         )  # fmt: skip
-        if len(logs) >= m.min_rounds:
+        if len(logs) >= m.min_rounds and len(logs) % 2 == 0:  # as many AB as BA rounds
             e = estimate(logs, 0.95, seed, min_n=m.min_rounds)
             if decided(e, m.min_effect, m.min_effect / 2):
                 stop = "decided"

@@ -69,9 +69,24 @@ def _typed_metrics(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _rounds_floor(data: dict[str, Any]) -> dict[str, Any]:
+    """External spec v1 -> v2: a verdict needs at least 4 rounds (default 6). A v1 spec that
+    asks for fewer is refused, not rewritten: its frozen protocol would change unseen."""
+    m = data.get("measurement")
+    rounds = m.get("min_rounds") if isinstance(m, dict) else None
+    if isinstance(rounds, int) and rounds < 4:
+        raise RecordError(
+            f"measurement.min_rounds = {rounds}: a verdict over fewer than 4 rounds is no longer "
+            "given (its interval covers far less than it claims); set min_rounds to 4 or more "
+            "(or drop it: 6) and freeze the spec again"
+        )
+    return data
+
+
 MIGRATIONS: tuple[RecordMigration, ...] = (
     RecordMigration("trial", 1, "metrics typed, with a kind", _typed_metrics),
     RecordMigration("judgement", 1, "metrics typed, with a kind", _typed_metrics),
+    RecordMigration("external_task", 1, "at least 4 rounds before a verdict", _rounds_floor),
 )
 
 CURRENT: dict[RecordKind, int] = {

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from optarena.errors import OptarenaError, RecordError, SpecError
 from optarena.records import migrate_values
 
-EXTERNAL_SCHEMA_VERSION = 1
+EXTERNAL_SCHEMA_VERSION = 2  # 2: at least 4 rounds (default 6) before a verdict
 
 
 class _Strict(BaseModel):
@@ -66,8 +66,21 @@ class ExternalMeasurement(_Strict):
 
     budget_s: float = Field(default=120.0, gt=0)
     min_effect: float = Field(default=0.03, gt=0, lt=1)
-    max_rounds: int = Field(default=10, ge=2, le=1000)
-    min_rounds: int = Field(default=3, ge=2)
+    max_rounds: int = Field(default=10, ge=4, le=1000)
+    min_rounds: int = Field(
+        default=6,
+        ge=4,
+        description="rounds before any verdict; a bootstrap interval over fewer covers far "
+        "less than it claims (a no-op read `improved` over 3 rounds on a loaded machine)",
+    )
+
+    @model_validator(mode="after")
+    def _rounds(self) -> ExternalMeasurement:
+        if self.max_rounds < self.min_rounds:
+            raise ValueError(
+                f"max_rounds ({self.max_rounds}) is below min_rounds ({self.min_rounds})"
+            )
+        return self
 
 
 class ExternalSpec(_Strict):
