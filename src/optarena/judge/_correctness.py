@@ -333,7 +333,10 @@ def run_correctness(
         load_timeout = max(min(limits.load_timeout_s, deadline - time.monotonic()), 1e-3)
         try:
             info = w.request({"op": "hello"}, timeout=load_timeout)
-            loaded = w.request(spec.entry.load_request(), timeout=load_timeout)
+            loaded = w.request(
+                {"op": "load", "file": spec.entry.file, "function": spec.entry.function},
+                timeout=load_timeout,
+            )
         except WorkerError as e:
             rec.add(fail("load", e.code, e.detail), None)
             return CorrectnessReport(rec, info, w.sandbox_report())
@@ -342,20 +345,8 @@ def run_correctness(
         if not loaded.get("ok"):
             rec.add(fail("load", str(loaded.get("code")), str(loaded.get("error"))), None)
             return CorrectnessReport(rec, info, w.sandbox_report())
-        rec.add(ok("load", f"{spec.entry.file}:{spec.entry.function}{_build_note(loaded)}"), None)
+        rec.add(ok("load", f"{spec.entry.file}:{spec.entry.function}"), None)
         session.run_calls()
         if w.proc is not None and w.proc.poll() is None and rec.passed:
             session.settle()
     return CorrectnessReport(rec, info, w.sandbox_report())
-
-
-def _build_note(loaded: dict[str, Any]) -> str:
-    """For a compiled entry: the compiler, the flags and its warnings, as the worker reported
-    them (a record for the reader; a build that fails is a rejection, never a pass)."""
-    build = loaded.get("build")
-    if not isinstance(build, dict):
-        return ""
-    flags = " ".join(map(str, build.get("flags") or []))
-    note = f" (compiled: {str(build.get('compiler'))[:120]} {flags})"
-    warnings = str(build.get("warnings") or "").strip()
-    return note + (f"; warnings: {warnings[:2000]}" if warnings else "")

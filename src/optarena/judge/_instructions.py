@@ -86,7 +86,7 @@ class _ArmCounter:
         slow = 50.0  # everything runs tens of times slower under callgrind
         with self.client as c:
             c.request({"op": "hello"}, timeout=spec.limits.load_timeout_s * slow)
-            load = spec.entry.load_request()
+            load = {"op": "load", "file": spec.entry.file, "function": spec.entry.function}
             if not c.request(load, timeout=spec.limits.load_timeout_s * slow).get("ok"):
                 return {}, "the entry did not load under valgrind"
             for wi, w in timed:

@@ -259,7 +259,7 @@ class PairSession:
         hello: dict[str, Any] = {"op": "hello", "prefault_mb": prefault}
         if self.cpu is not None:
             hello["cpus"] = [self.cpu]
-        load = spec.entry.load_request()
+        load = {"op": "load", "file": spec.entry.file, "function": spec.entry.function}
         for arm in order:
             timeout = min(limits.load_timeout_s, self._left())
             try:

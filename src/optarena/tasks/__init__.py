@@ -9,7 +9,6 @@ from optarena.tasks._loader import (
     resolve_task,
 )
 from optarena.tasks._model import (
-    C_FLAGS,
     REASON_CODES,
     TASK_SCHEMA_VERSION,
     Control,
@@ -25,7 +24,6 @@ from optarena.tasks._requirements import unmet_requirements
 
 __all__ = [
     "BUILTIN_DIR",
-    "C_FLAGS",
     "REASON_CODES",
     "TASK_SCHEMA_VERSION",
     "Control",

@@ -23,7 +23,6 @@ Role = Literal["timed", "check", "edge"]
 REASON_CODES = frozenset(
     {
         "entry_missing",
-        "compile_failed",
         "import_failed",
         "raised",
         "exited",
@@ -70,25 +69,11 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-C_FLAGS = ("-O2", "-std=c11", "-shared", "-fPIC", "-Wall", "-Wextra")
-"""Fixed and recorded; no -march=native, so a result does not depend on the judging CPU."""
-
-
 class EntryPoint(_Strict):
-    """Where the judge finds the candidate's code.
-
-    A C entry (`language = "c"`) is compiled by the worker, in the candidate sandbox, with the
-    system C compiler and `C_FLAGS`, and called through ctypes with a fixed convention: first
-    the int dimensions `c_dims` ("argument.axis", e.g. "0.1" = axis 1 of the first array), then
-    a pointer to each array argument (float32, C-contiguous), then a pointer to the float32
-    output of shape `c_output` (indices into `c_dims`), which the worker fills with NaN before
-    every call: a function that reads it before writing it gets garbage."""
+    """Where the judge finds the candidate's code."""
 
     file: str = Field(description="path of the entry module, relative to the candidate directory")
     function: str = Field(description="name of the function the judge calls")
-    language: Literal["python", "c"] = Field(default="python", description="python | c")
-    c_dims: list[str] = Field(default_factory=list, description="C entry: int arguments")
-    c_output: list[int] = Field(default_factory=list, description="C entry: output shape")
 
     @field_validator("function")
     @classmethod
@@ -96,27 +81,6 @@ class EntryPoint(_Strict):
         if not v.isidentifier():
             raise ValueError("must be a Python identifier")
         return v
-
-    @model_validator(mode="after")
-    def _c_convention(self) -> EntryPoint:
-        if self.language == "python" and (self.c_dims or self.c_output):
-            raise ValueError("c_dims and c_output are for language = 'c'")
-        for d in self.c_dims:
-            arg, _, axis = d.partition(".")
-            if not (arg.isdigit() and axis.isdigit()):
-                raise ValueError(f"c_dims entry '{d}' must be 'argument.axis', e.g. '0.1'")
-        if any(not 0 <= i < len(self.c_dims) for i in self.c_output):
-            raise ValueError("c_output indexes c_dims")
-        if self.language == "c" and not self.c_output:
-            raise ValueError("a C entry needs c_output (the output's shape)")
-        return self
-
-    def load_request(self) -> dict[str, Any]:
-        """The worker's `load` message for this entry."""
-        msg: dict[str, Any] = {"op": "load", "file": self.file, "function": self.function}
-        if self.language == "c":
-            msg["c"] = {"dims": self.c_dims, "output": self.c_output, "flags": list(C_FLAGS)}
-        return msg
 
 
 class Workload(_Strict):
@@ -203,9 +167,6 @@ class Requirements(_Strict):
     device: Literal["cpu", "cuda"] = Field(default="cpu", description="cpu | cuda")
     python: str = Field(default=">=3.11", description="Python version specifier")
     packages: list[str] = Field(default_factory=list, description="e.g. 'numpy>=1.26'")
-    commands: list[str] = Field(
-        default_factory=list, description="programs needed on PATH, e.g. 'cc' for a C entry"
-    )
 
     @field_validator("python")
     @classmethod

@@ -53,7 +53,4 @@ def unmet_requirements(req: Requirements) -> list[str]:
             continue
         if r.specifier and not r.specifier.contains(have, prereleases=True):
             problems.append(f"package {text} required, {r.name} {have} installed")
-    for cmd in req.commands:
-        if shutil.which(cmd) is None:
-            problems.append(f"program '{cmd}' required on PATH, not found")
     return problems

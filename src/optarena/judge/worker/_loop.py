@@ -91,17 +91,9 @@ class Worker:
         path = Path(msg["file"])
         if not path.is_file():
             return {"ok": False, "code": "entry_missing", "error": f"{msg['file']} not found"}
-        c = msg.get("c")
-        build: dict[str, Any] | None = None
-        if c is not None:  # compiled before the guard: the compiler writes outside the workdir
-            build = _compile(path, c)
-            if not build["ok"]:
-                return build
         if msg.get("guard"):  # before the candidate's first line runs
             own = {"worker": globals(), "Worker": vars(Worker), "wire": vars(wire)}
             self.guard = guard.install(os.getcwd(), msg["guard"], own)
-        if build is not None and c is not None:  # loading runs constructors: candidate code
-            return self._load_c(build, msg["function"], c)
         sys.path.insert(0, os.getcwd())
         try:
             spec = importlib.util.spec_from_file_location(path.stem, path)
@@ -120,29 +112,6 @@ class Worker:
             }
         self.fn = fn
         return {"ok": True}
-
-    def _load_c(self, build: dict[str, Any], function: str, c: dict[str, Any]) -> dict[str, Any]:
-        import ctypes
-
-        try:
-            lib = ctypes.CDLL(build.pop("library"))
-            entry = getattr(lib, function)
-        except (OSError, AttributeError) as e:
-            return {"ok": False, "code": "entry_missing", "error": f"{function}: {e}"}
-        entry.restype = None
-        dims = [tuple(int(x) for x in str(d).split(".")) for d in c["dims"]]
-        out_dims = [int(i) for i in c["output"]]
-
-        def call(*args: Any) -> Any:
-            arrays = [np.ascontiguousarray(a, dtype=np.float32) for a in args]
-            sizes = [arrays[arg].shape[axis] for arg, axis in dims]
-            out = np.full([sizes[i] for i in out_dims], np.nan, dtype=np.float32)
-            pointers = [a.ctypes.data_as(ctypes.c_void_p) for a in (*arrays, out)]
-            entry(*(ctypes.c_int(n) for n in sizes), *pointers)
-            return out
-
-        self.fn = call
-        return {"ok": True, "build": build}
 
     def op_call(self, msg: dict[str, Any]) -> dict[str, Any]:
         """One call on inputs the judge just wrote into the input area (read-only views).
@@ -241,38 +210,6 @@ class Worker:
             except BaseException:
                 return {"ok": False, "code": "raised", "error": traceback.format_exc(limit=4)}
         return {"ok": True, "calls": len(msg["calls"])}
-
-
-def _compile(path: Path, c: dict[str, Any]) -> dict[str, Any]:
-    """The candidate's C file built into a shared library, in this (sandboxed) process's private
-    temporary directory, with the task's fixed flags; the compiler's words kept either way."""
-    import shutil
-    import subprocess
-    import tempfile
-
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        return {"ok": False, "code": "compile_failed", "error": "no C compiler (cc) on PATH"}
-    flags = [str(f) for f in c.get("flags", [])]
-    library = os.path.join(tempfile.mkdtemp(prefix="optarena-c-"), "entry.so")
-    argv = [cc, *flags, "-o", library, str(path.resolve()), "-lm"]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-        version = subprocess.run(
-            [cc, "--version"], capture_output=True, text=True, timeout=30, check=False
-        ).stdout.splitlines()
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return {"ok": False, "code": "compile_failed", "error": f"{cc}: {e}"}
-    if proc.returncode != 0:
-        detail = f"{' '.join(argv[:-4])} ... exited {proc.returncode}:\n{proc.stderr[-4000:]}"
-        return {"ok": False, "code": "compile_failed", "error": detail}
-    return {
-        "ok": True,
-        "library": library,
-        "compiler": version[0] if version else cc,
-        "flags": flags,
-        "warnings": proc.stderr[-4000:],
-    }
 
 
 def _map(fd: int, size: int, writable: bool) -> mmap.mmap:
