@@ -42,9 +42,7 @@ def test_tasks_lists_every_task_and_why_not(capsys: pytest.CaptureFixture[str]) 
 
 @no_gpu
 @pytest.mark.parametrize("tid", CUDA_TASKS)
-def test_judging_a_cuda_task_here_is_refused(
-    tid: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_judging_a_cuda_task_here_is_refused(tid: str, capsys: pytest.CaptureFixture[str]) -> None:
     baseline = str(BUILTIN_DIR / tid / "baseline")
     assert main(["judge", tid, baseline]) == 2
     err = capsys.readouterr().err
@@ -153,9 +151,7 @@ def _c_spec(tmp_path: Path, edit: tuple[str, str]) -> Path:
         (('language = "c"\n', ""), "[entry.c] is only for language = 'c'"),
     ],
 )
-def test_a_bad_c_binding_is_a_spec_error(
-    tmp_path: Path, edit: tuple[str, str], says: str
-) -> None:
+def test_a_bad_c_binding_is_a_spec_error(tmp_path: Path, edit: tuple[str, str], says: str) -> None:
     with pytest.raises(SpecError, match=None) as e:
         load_task(_c_spec(tmp_path, edit))
     assert says in str(e.value)
