@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from adversarial._support import MARKER, JudgeFn, copy_task
-from optarena.judge import JudgeOptions
+from optarena.judge import JudgeOptions, JudgeResult
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task
 
@@ -46,7 +46,9 @@ def gemm(tmp_path_factory: pytest.TempPathFactory) -> Task:
     return copy_task(tmp_path_factory.mktemp("c-cheats"), "gemm-c")
 
 
-def _judge(judge_source: JudgeFn, task: Task, body: str, policy: SandboxPolicy | None = None):  # type: ignore[no-untyped-def]
+def _judge(
+    judge_source: JudgeFn, task: Task, body: str, policy: SandboxPolicy | None = None
+) -> JudgeResult:
     source = GEMM + body.replace("@TASK_ROOT@", str(task.root)).replace("@MARKER@", MARKER)
     return judge_source(task, source, JudgeOptions(measure=False, sandbox=policy))
 
