@@ -31,8 +31,13 @@ def test_tasks_and_show(capsys: pytest.CaptureFixture[str]) -> None:
     rows = json.loads(capsys.readouterr().out)
     assert [r["id"] for r in rows] == builtin_task_ids()
     assert all(len(r["sha256"]) == 64 for r in rows)
-    # Every built-in task is a CPU task this machine can run; a machine that could not says why.
-    assert all(r["device"] == "cpu" and r["runnable"] and r["unmet"] == [] for r in rows)
+    # Every built-in CPU task runs here (the suite's machine has a C compiler); a task this
+    # machine cannot run says why.
+    for r in rows:
+        if r["device"] == "cpu":
+            assert r["runnable"] and r["unmet"] == [], r
+        else:
+            assert r["runnable"] == (r["unmet"] == [])
     assert main(["task", "show", "rmsnorm"]) == 0
     out = capsys.readouterr().out
     assert "solution.py:rmsnorm" in out and "prefill" in out and "missing-eps" in out
@@ -245,7 +250,9 @@ def test_tasks_say_why_a_task_cannot_run_here(
     assert main(["tasks", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["device"] == "cuda" and row["runnable"] is False
-    assert row["unmet"] == ["device 'cuda' required, but no NVIDIA GPU is visible"]
+    assert row["unmet"] == [
+        "needs a CUDA device: no NVIDIA GPU is visible (no /dev/nvidia0, no nvidia-smi)"
+    ]
     assert main(["tasks"]) == 0
     table = capsys.readouterr().out  # cells wrap: look for the words
-    assert "no:" in table and "'cuda'" in table and "NVIDIA" in table
+    assert "no:" in table and "CUDA" in table and "NVIDIA" in table

@@ -20,7 +20,16 @@ from optarena.tasks import (
 
 
 def test_builtins_load() -> None:
-    assert builtin_task_ids() == ["attention", "layernorm", "moe-forward", "rmsnorm", "softmax"]
+    assert builtin_task_ids() == [
+        "attention",
+        "gemm-c",
+        "layernorm",
+        "moe-forward",
+        "rmsnorm",
+        "rmsnorm-cuda",
+        "softmax",
+        "softmax-cuda",
+    ]
     for tid in builtin_task_ids():
         t = resolve_task(tid)
         assert t.id == tid

@@ -44,6 +44,14 @@ def contract_findings(result: CallResult) -> list[Finding]:
         found.append(fail("no_alias", "output_aliases_input", "the output shares input memory"))
     else:
         found.append(ok("no_alias"))
+    device_ns = result.reply.get("device_ns")
+    if device_ns is not None and (
+        type(device_ns) is not int or not 0 <= device_ns <= result.wall_ns
+    ):
+        # CUDA event time comes from the candidate's process: it can only be a reason to
+        # reject, and it can never exceed the judge's own clock around the same request.
+        detail = f"device time {str(device_ns)[:40]} ns next to {result.wall_ns} ns of wall time"
+        found.append(fail("device_time", "timing_tampered", detail))
     lazy = result.reply.get("lazy")
     if lazy:
         found.append(fail("lazy", "lazy_output", f"the output is {str(lazy)[:200]}"))

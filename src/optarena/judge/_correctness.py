@@ -26,6 +26,7 @@ from optarena.judge._checks import (
     tolerance_violations,
 )
 from optarena.judge._client import CallResult, WorkerClient, WorkerError
+from optarena.judge._native import build_record, compile_finding, load_request
 from optarena.judge._result import Check
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task, Tolerance, Workload
@@ -333,15 +334,16 @@ def run_correctness(
         load_timeout = max(min(limits.load_timeout_s, deadline - time.monotonic()), 1e-3)
         try:
             info = w.request({"op": "hello"}, timeout=load_timeout)
-            loaded = w.request(
-                {"op": "load", "file": spec.entry.file, "function": spec.entry.function},
-                timeout=load_timeout,
-            )
+            loaded = w.request(load_request(spec, load_timeout), timeout=load_timeout)
         except WorkerError as e:
             rec.add(fail("load", e.code, e.detail), None)
             return CorrectnessReport(rec, info, w.sandbox_report())
         for finding in guard_findings(loaded) + stray_findings(w):
             rec.add(finding, None)
+        build = build_record(spec)
+        if build is not None:
+            info = {**info, "build": build}
+            rec.add(compile_finding(build, loaded), None)
         if not loaded.get("ok"):
             rec.add(fail("load", str(loaded.get("code")), str(loaded.get("error"))), None)
             return CorrectnessReport(rec, info, w.sandbox_report())

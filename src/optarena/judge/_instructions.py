@@ -22,6 +22,7 @@ from pathlib import Path
 
 from optarena.judge._client import WorkerClient, WorkerError
 from optarena.judge._correctness import derive_seed
+from optarena.judge._native import load_request
 from optarena.judge._stats import median
 from optarena.records import Instructions
 from optarena.sandbox import SandboxPolicy
@@ -86,7 +87,7 @@ class _ArmCounter:
         slow = 50.0  # everything runs tens of times slower under callgrind
         with self.client as c:
             c.request({"op": "hello"}, timeout=spec.limits.load_timeout_s * slow)
-            load = {"op": "load", "file": spec.entry.file, "function": spec.entry.function}
+            load = load_request(spec, spec.limits.load_timeout_s * slow)
             if not c.request(load, timeout=spec.limits.load_timeout_s * slow).get("ok"):
                 return {}, "the entry did not load under valgrind"
             for wi, w in timed:

@@ -38,6 +38,7 @@ from optarena.judge._correctness import (
     stray_findings,
 )
 from optarena.judge._measure_checks import TimedInput, call_bytes, first_failure, prefault_mb
+from optarena.judge._native import load_request
 from optarena.judge._stats import median, round_log_ratio
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task, Workload
@@ -259,7 +260,7 @@ class PairSession:
         hello: dict[str, Any] = {"op": "hello", "prefault_mb": prefault}
         if self.cpu is not None:
             hello["cpus"] = [self.cpu]
-        load = {"op": "load", "file": spec.entry.file, "function": spec.entry.function}
+        load = load_request(spec, limits.load_timeout_s)
         for arm in order:
             timeout = min(limits.load_timeout_s, self._left())
             try:

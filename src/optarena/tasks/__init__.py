@@ -11,6 +11,7 @@ from optarena.tasks._loader import (
 from optarena.tasks._model import (
     REASON_CODES,
     TASK_SCHEMA_VERSION,
+    CBinding,
     Control,
     EntryPoint,
     MeasurementDefaults,
@@ -20,12 +21,13 @@ from optarena.tasks._model import (
     WorkerLimits,
     Workload,
 )
-from optarena.tasks._requirements import unmet_requirements
+from optarena.tasks._requirements import cuda_available, unmet_requirements
 
 __all__ = [
     "BUILTIN_DIR",
     "REASON_CODES",
     "TASK_SCHEMA_VERSION",
+    "CBinding",
     "Control",
     "EntryPoint",
     "MeasurementDefaults",
@@ -36,6 +38,7 @@ __all__ = [
     "WorkerLimits",
     "Workload",
     "builtin_task_ids",
+    "cuda_available",
     "in_scope",
     "load_task",
     "resolve_task",

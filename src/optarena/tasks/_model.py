@@ -60,6 +60,7 @@ REASON_CODES = frozenset(
         "open_files_limit",
         "judge_error",
         "out_of_scope",
+        "compile_failed",
     }
 )
 """Every reason code a rejection can carry (README: "Reason codes"); a control expects one."""
@@ -69,11 +70,59 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class CBinding(_Strict):
+    """How the worker calls a C entry point through ctypes, declared as data so that no code
+    of the task package has to run in the candidate's process.
+
+    The generator's positional arguments are the `inputs` (arrays of `dtype`, C-contiguous);
+    `sizes` are C `int`s read off their shapes; the worker allocates the `output` array, fills
+    it with garbage (a finite value drawn per call), passes every parameter in `params` order
+    (sizes by value, arrays as pointers) and returns the output.
+    """
+
+    params: list[str] = Field(min_length=1, description="the C function's parameters, in order")
+    inputs: list[str] = Field(min_length=1, description="names of the generator's positional args")
+    sizes: dict[str, str] = Field(
+        default_factory=dict, description="int parameter -> 'input.axis', e.g. m = 'a.0'"
+    )
+    output: str = Field(description="name of the output parameter (a pointer the C code fills)")
+    output_shape: list[str] = Field(min_length=1, description="the output's shape, in sizes")
+    dtype: Literal["float32", "float64"] = Field(
+        default="float32", description="dtype of every array"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CBinding:
+        names = [*self.inputs, *self.sizes, self.output]
+        if len(set(names)) != len(names):
+            raise ValueError("inputs, sizes and output must have distinct names")
+        for p in self.params:
+            if not p.isidentifier():
+                raise ValueError(f"parameter '{p}' is not a C identifier")
+        if sorted(self.params) != sorted(names):
+            raise ValueError(
+                f"params {self.params} must name each input, size and the output exactly once"
+            )
+        for size, where in self.sizes.items():
+            arg, _, axis = where.partition(".")
+            if arg not in self.inputs or not axis.isdigit():
+                raise ValueError(f"size '{size}' = '{where}' must be 'input.axis', e.g. 'a.0'")
+        for dim in self.output_shape:
+            if dim not in self.sizes:
+                raise ValueError(f"output_shape names '{dim}', which is not a size")
+        return self
+
+
 class EntryPoint(_Strict):
     """Where the judge finds the candidate's code."""
 
-    file: str = Field(description="path of the entry module, relative to the candidate directory")
+    file: str = Field(description="path of the entry file, relative to the candidate directory")
     function: str = Field(description="name of the function the judge calls")
+    language: Literal["python", "c"] = Field(
+        default="python",
+        description="python (a module) | c (compiled in the worker's sandbox, called via ctypes)",
+    )
+    c: CBinding | None = Field(default=None, description="for language 'c': how to call it")
 
     @field_validator("function")
     @classmethod
@@ -81,6 +130,14 @@ class EntryPoint(_Strict):
         if not v.isidentifier():
             raise ValueError("must be a Python identifier")
         return v
+
+    @model_validator(mode="after")
+    def _binding(self) -> EntryPoint:
+        if self.language == "c" and self.c is None:
+            raise ValueError("a C entry needs an [entry.c] binding (params, inputs, output)")
+        if self.language != "c" and self.c is not None:
+            raise ValueError("[entry.c] is only for language = 'c'")
+        return self
 
 
 class Workload(_Strict):
@@ -167,6 +224,9 @@ class Requirements(_Strict):
     device: Literal["cpu", "cuda"] = Field(default="cpu", description="cpu | cuda")
     python: str = Field(default=">=3.11", description="Python version specifier")
     packages: list[str] = Field(default_factory=list, description="e.g. 'numpy>=1.26'")
+    programs: list[str] = Field(
+        default_factory=list, description="executables that must be on PATH, e.g. 'cc'"
+    )
 
     @field_validator("python")
     @classmethod
@@ -263,6 +323,8 @@ class TaskSpec(_Strict):
         controls = [c.name for c in self.controls]
         if len(set(controls)) != len(controls):
             raise ValueError("controls: duplicate names")
+        if self.entry.language == "c" and "cc" not in self.requirements.programs:
+            raise ValueError("requirements: a C entry needs programs = ['cc'] (the compiler)")
         if self.measurement.max_pairs < self.measurement.min_pairs:
             raise ValueError("measurement: max_pairs must be >= min_pairs")
         return self

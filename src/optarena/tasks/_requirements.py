@@ -36,11 +36,21 @@ def cuda_available() -> bool:
     return Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is not None
 
 
+# What each program a task may require is, in the words of the refusal.
+_PROGRAMS = {"cc": "the C compiler"}
+
+
 def unmet_requirements(req: Requirements) -> list[str]:
     """Human-readable list of what this machine lacks; empty when everything is met."""
     problems: list[str] = []
     if req.device == "cuda" and not cuda_available():
-        problems.append("device 'cuda' required, but no NVIDIA GPU is visible")
+        problems.append(
+            "needs a CUDA device: no NVIDIA GPU is visible (no /dev/nvidia0, no nvidia-smi)"
+        )
+    for program in req.programs:
+        if shutil.which(program) is None:
+            what = _PROGRAMS.get(program, "a program")
+            problems.append(f"needs {program} ({what}): not found on PATH")
     py = platform.python_version()
     if not parse_specifier(req.python).contains(py, prereleases=True):
         problems.append(f"python {req.python} required, this is {py}")

@@ -33,6 +33,7 @@ def _load_sibling(filename: str, name: str) -> Any:
 
 wire = _load_sibling("_wire.py", "_optarena_wire")
 guard = _load_sibling("_guard.py", "_optarena_guard")  # audit hook, tamper and output checks
+native = _load_sibling("_native.py", "_optarena_native")  # C and CUDA entries
 
 import numpy as np  # noqa: E402  (before any candidate code)
 
@@ -88,30 +89,55 @@ class Worker:
         }
 
     def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Load the entry: a Python module, or a C file compiled here first (see `_native`);
+        a `device = cuda` entry is wrapped to run and be timed on the GPU."""
         path = Path(msg["file"])
         if not path.is_file():
             return {"ok": False, "code": "entry_missing", "error": f"{msg['file']} not found"}
+        language = msg.get("language", "python")
+        reply: dict[str, Any] = {"ok": True}
+        library = ""
+        if language == "c":  # before any candidate code exists: constructors run at dlopen
+            try:
+                library, reply["compiler_messages"] = native.compile_c(str(path), msg["build"])
+            except native.LoadFailed as e:
+                return {"ok": False, "code": e.code, "error": str(e)}
         if msg.get("guard"):  # before the candidate's first line runs
-            own = {"worker": globals(), "Worker": vars(Worker), "wire": vars(wire)}
+            own = {
+                "worker": globals(),
+                "Worker": vars(Worker),
+                "wire": vars(wire),
+                "native": vars(native),
+                "CEntry": vars(native.CEntry),
+                "CudaEntry": vars(native.CudaEntry),
+            }
             self.guard = guard.install(os.getcwd(), msg["guard"], own)
-        sys.path.insert(0, os.getcwd())
         try:
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[path.stem] = module
-            spec.loader.exec_module(module)
-        except BaseException:  # the candidate's import failing in any way is a finding
+            if language == "c":
+                self.fn = native.CEntry(library, msg["function"], msg["binding"])
+            else:
+                self.fn = self._load_python(path, msg)
+            if msg.get("device") == "cuda":
+                self.fn = native.CudaEntry(self.fn)
+        except native.LoadFailed as e:
+            return {"ok": False, "code": e.code, "error": str(e)}
+        except BaseException:  # the candidate's load failing in any way is a finding
             return {"ok": False, "code": "import_failed", "error": traceback.format_exc(limit=8)}
+        return reply
+
+    def _load_python(self, path: Path, msg: dict[str, Any]) -> Any:
+        sys.path.insert(0, os.getcwd())
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module
+        spec.loader.exec_module(module)
         fn = getattr(module, msg["function"], None)
         if not callable(fn):
-            return {
-                "ok": False,
-                "code": "entry_missing",
-                "error": f"{msg['file']} defines no function '{msg['function']}'",
-            }
-        self.fn = fn
-        return {"ok": True}
+            raise native.LoadFailed(
+                "entry_missing", f"{msg['file']} defines no function '{msg['function']}'"
+            )
+        return fn
 
     def op_call(self, msg: dict[str, Any]) -> dict[str, Any]:
         """One call on inputs the judge just wrote into the input area (read-only views).
@@ -143,7 +169,10 @@ class Worker:
         output = self._put_output(out)
         self.last = out if type(out) is np.ndarray else None
         aliases = type(out) is np.ndarray and any(np.shares_memory(out, a) for a in inputs)
-        return {"ok": True, "output": output, "aliases": bool(aliases), "lazy": lazy}
+        reply = {"ok": True, "output": output, "aliases": bool(aliases), "lazy": lazy}
+        if isinstance(self.fn, native.CudaEntry) and self.fn.device_ns is not None:
+            reply["device_ns"] = self.fn.device_ns  # the candidate's process measured it
+        return reply
 
     def _input(self, d: Any) -> Any:
         if not (isinstance(d, dict) and "__shm__" in d):
@@ -198,15 +227,20 @@ class Worker:
 
     def op_count(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Calls for instruction counting under valgrind's callgrind: each call runs inside one
-        ctypes call (libffi's `ffi_call`), the only code callgrind collects, one dump each."""
+        ctypes call (libffi's `ffi_call`), the only code callgrind collects, one dump each. For
+        a C entry that call is the C function's own: its output is prepared outside it, so the
+        count is the candidate's instructions alone, without the interpreter's."""
         import ctypes
 
         call = ctypes.pythonapi.PyObject_CallNoArgs
         call.restype, call.argtypes = ctypes.py_object, [ctypes.py_object]
         for c in msg["calls"]:
-            thunk = functools.partial(self.fn, *c["args"], **c["kwargs"])
             try:
-                call(thunk)
+                if isinstance(self.fn, native.CEntry):  # the C function is the ffi_call itself
+                    params, _out = self.fn.prepare(c["args"], c["kwargs"])
+                    self.fn.raw(*params)
+                    continue
+                call(functools.partial(self.fn, *c["args"], **c["kwargs"]))
             except BaseException:
                 return {"ok": False, "code": "raised", "error": traceback.format_exc(limit=4)}
         return {"ok": True, "calls": len(msg["calls"])}

@@ -1,0 +1,14 @@
+/* Wrong: the inner loop stops one short of k (the last term of every dot product is lost). */
+
+void gemm_f32(int m, int n, int k, const float *a, const float *b, float *c)
+{
+    for (int i = 0; i < m; i++) {
+        for (int j = 0; j < n; j++) {
+            float sum = 0.0f;
+            for (int p = 0; p < k - 1; p++) {
+                sum += a[i * k + p] * b[p * n + j];
+            }
+            c[i * n + j] = sum;
+        }
+    }
+}
