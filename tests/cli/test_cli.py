@@ -121,7 +121,7 @@ def test_malformed_task_toml_exit_2(tmp_path: Path) -> None:
 
 
 def test_qualify_cli() -> None:
-    proc = run_cli("task", "qualify", "softmax")
+    proc = run_cli("task", "qualify", "softmax", "--aa-budget-s", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "qualified" in proc.stdout
     if "no interval" in proc.stdout:  # an A/A without an interval is not evidence of quiet
