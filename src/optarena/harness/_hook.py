@@ -23,7 +23,7 @@ from typing import Any
 from optarena.agents import AgentOutcome, RunContext
 from optarena.errors import OptarenaError
 from optarena.harness._relay import ServerHost
-from optarena.runs import TrialHook
+from optarena.runs import TrialHook, keep_log
 
 TELEMETRY_LOG = "harness_tool_calls.jsonl"
 
@@ -91,15 +91,7 @@ class HarnessHook(TrialHook):
         if not self.hosts:
             return outcome
         self.close()
-        outside = context.paths.work / TELEMETRY_LOG
-        kept = context.paths.logs / TELEMETRY_LOG
-        if kept.is_dir() and not kept.is_symlink():
-            shutil.rmtree(kept)
-        kept.unlink(missing_ok=True)
-        if outside.is_file():
-            shutil.copyfile(outside, kept)
-        else:
-            kept.write_text("")  # always written: a file the agent left never passes for it
+        keep_log(context.paths.work / TELEMETRY_LOG, context.paths.logs / TELEMETRY_LOG)
         return outcome
 
     def close(self) -> None:

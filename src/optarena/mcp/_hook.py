@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from optarena.agents import AgentOutcome, RunContext
 from optarena.errors import OptarenaError
 from optarena.mcp._host import ToolsHost
 from optarena.mcp._tools import TOOL_NAMES
-from optarena.runs import TrialHook
+from optarena.runs import TrialHook, keep_log
 
 SERVER_NAME = "optarena"
 TELEMETRY_LOG = "tool_calls.jsonl"
@@ -95,18 +94,8 @@ class TaskToolsHook(TrialHook):
         )
 
     def after_agent(self, context: RunContext, outcome: AgentOutcome) -> AgentOutcome:
-        self.close()
-        # Written by optarena's server, copied once the agent has ended; always written, so a
-        # file the agent left under that name never passes for telemetry.
-        outside = context.paths.work / TELEMETRY_LOG
-        kept = context.paths.logs / TELEMETRY_LOG
-        if kept.is_dir() and not kept.is_symlink():
-            shutil.rmtree(kept)
-        kept.unlink(missing_ok=True)
-        if outside.is_file():
-            shutil.copyfile(outside, kept)
-        else:
-            kept.write_text("")
+        self.close()  # the server's telemetry, written outside the agent's reach, is complete
+        keep_log(context.paths.work / TELEMETRY_LOG, context.paths.logs / TELEMETRY_LOG)
         return outcome
 
     def close(self) -> None:

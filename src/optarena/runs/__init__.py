@@ -8,6 +8,7 @@ from optarena.runs._trial import (
     TrialHook,
     TrialInterrupted,
     TrialProgress,
+    keep_log,
     new_trial_id,
     run_trial,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "combine",
     "init_repos",
     "judge_delivery",
+    "keep_log",
     "new_trial_id",
     "rejudge",
     "run_trial",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import socket
 import threading
@@ -96,6 +97,19 @@ class TrialHook:
 
     def after_agent(self, context: RunContext, outcome: AgentOutcome) -> AgentOutcome:
         return outcome
+
+
+def keep_log(written: Path, kept: Path) -> None:
+    """Copy a log optarena wrote outside the agent's reach (`written`) into the trial's logs
+    once the agent has ended, replacing whatever the agent left at `kept`; always written (empty
+    when there was none), so a file the agent left under that name never passes for it."""
+    if kept.is_dir() and not kept.is_symlink():
+        shutil.rmtree(kept)
+    kept.unlink(missing_ok=True)
+    if written.is_file():
+        shutil.copyfile(written, kept)
+    else:
+        kept.write_text("")
 
 
 class TrialInterrupted(KeyboardInterrupt):
