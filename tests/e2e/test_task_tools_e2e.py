@@ -1,7 +1,9 @@
-"""The real Claude Code with `--task-tools`, against the scripted model server: the script calls
-check_correctness and measure over MCP; the calls reach optarena's server (outside the agent's
-sandbox, behind the relay), telemetry in the ledger matches the script, and the trial's verdict
-is the judge's own, whatever the agent claims in text."""
+"""The real Claude Code and Codex with `--task-tools`, against the scripted model server: the
+script calls check_correctness and measure over MCP (Codex defers MCP tools behind its
+`tool_search` tool, so for Codex the script searches first: the Responses API's client-executed
+tool search, then calls in the `mcp__optarena` namespace Codex loaded); the calls reach
+optarena's server (outside the agent's sandbox, behind the relay), telemetry in the ledger
+matches the script, and the trial's verdict is the judge's own, whatever the agent claims."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 import pytest
 
 from optarena.agents import AgentLimits
+from optarena.cli._trials import tool_call_lines
 from optarena.fakemodel import FakeModelServer
 from optarena.fakemodel._script import OptimizeScript
 from optarena.fakemodel._tools_script import TaskToolsScript
@@ -25,21 +28,26 @@ BASE = (TASK.baseline_dir / "solution.py").read_text()
 WRONG = "import numpy as np\n\n\ndef rmsnorm(x, weight, *, eps):\n    return np.zeros_like(x)\n"
 
 
-def _trial(bins: dict[str, str], ledger: Ledger, new: str) -> tuple[TrialRecord, TaskToolsScript]:
+MODELS = {"claude": "claude-sonnet-4-5", "codex": "gpt-5.5"}
+
+
+def _trial(
+    bins: dict[str, str], ledger: Ledger, new: str, agent: str = "claude"
+) -> tuple[TrialRecord, TaskToolsScript]:
     script = TaskToolsScript(OptimizeScript("solution.py", BASE, new, marker="def rmsnorm"))
     hook = TaskToolsHook("rmsnorm", max_budget_s=3.0).start()
     try:
         with FakeModelServer(script) as fake:
             args = {
-                "bin": bins["claude"],
+                "bin": bins[agent],
                 "upstream": fake.url,
-                "model": "claude-sonnet-4-5",
+                "model": MODELS[agent],
                 "max_retries": "0",
-                **hook.agent_args("claude"),
+                **hook.agent_args(agent),
             }
             config = TrialConfig(
                 task=TASK,
-                agent="claude",
+                agent=agent,
                 agent_args=args,
                 limits=AgentLimits(wall_s=180.0),
                 measure=False,
@@ -70,3 +78,30 @@ def test_claude_calls_the_task_tools_the_calls_are_recorded_and_the_judge_decide
     assert record.verdict == "rejected" and "out_of_tolerance" in record.reason_codes
     outcome = json.loads(ledger.store.read_text(record.artifacts["outcome"]))
     assert outcome["status"] == "completed"  # the agent claimed success; the judge decided
+
+
+def test_codex_finds_and_calls_the_task_tools_the_calls_are_recorded_and_the_judge_decides(
+    agent_bins: dict[str, str], ledger: Ledger
+) -> None:
+    """One trial: the agent writes a wrong file, finds the tools with tool_search, asks them
+    (they say rejected) and claims success anyway; telemetry matches the script and the
+    verdict is the judge's."""
+    record, script = _trial(agent_bins, ledger, WRONG, agent="codex")
+    assert script.searches == 1
+    assert script.called == ["mcp__optarena__check_correctness", "mcp__optarena__measure"]
+    calls = _telemetry(ledger, record)
+    assert [c.tool for c in calls] == ["check_correctness", "measure"]
+    assert all(c.status == "ok" for c in calls)
+    assert [c.verdict for c in calls] == ["rejected", "rejected"]
+    assert record.verdict == "rejected" and "out_of_tolerance" in record.reason_codes
+    outcome = json.loads(ledger.store.read_text(record.artifacts["outcome"]))
+    assert outcome["status"] == "completed"  # the agent claimed success; the judge decided
+    # Codex's own account: both calls ran (approved, not refused under approval `never`).
+    codex_calls = outcome["extra"]["codex"]["mcp_calls"]
+    assert [(c["tool"], c["status"]) for c in codex_calls] == [
+        ("check_correctness", "completed"),
+        ("measure", "completed"),
+    ]
+    shown = "\n".join(tool_call_lines(ledger, record))  # what `trial show` prints
+    assert "task-tool calls: 2" in shown and "check_correctness" in shown
+    assert shown.count("-> rejected") == 2
