@@ -8,13 +8,12 @@ apart from the attempts. A run file of an unknown schema version is refused.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from optarena.errors import OptarenaError
+from optarena.harness._registry import load_versioned
 from optarena.records import AgentLimits, Usage
 
 RUN_SCHEMA_VERSION = 1
@@ -151,24 +150,7 @@ class HarnessRun(_Model):
 
 
 def load_run(path: Path) -> HarnessRun:
-    try:
-        data: Any = json.loads(path.read_text())
-    except OSError as e:
-        raise OptarenaError(f"{path}: cannot read the run: {e.strerror or e}") from None
-    except ValueError as e:
-        raise OptarenaError(f"{path}: not JSON: {e}") from None
-    version = data.get("schema_version") if isinstance(data, dict) else None
-    if version != RUN_SCHEMA_VERSION:
-        raise OptarenaError(
-            f"{path}: harness run schema_version {version!r} is not one this optarena reads "
-            f"({RUN_SCHEMA_VERSION})"
-        )
-    try:
-        return HarnessRun.model_validate(data)
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise OptarenaError(f"{path}: field '{where}': {first['msg']}") from None
+    return load_versioned(path, HarnessRun, RUN_SCHEMA_VERSION, "harness run")
 
 
 def save_run(run: HarnessRun, path: Path) -> None:

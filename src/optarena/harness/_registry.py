@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from optarena.errors import OptarenaError
+
+M = TypeVar("M", bound=BaseModel)
 
 REGISTRY_SCHEMA_VERSION = 1
 ArtifactKind = Literal["skill", "mcp", "tool", "verifier", "fixture", "doc"]
@@ -77,25 +79,30 @@ def content_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def load_registry(path: Path) -> Registry:
+def load_versioned(path: Path, model: type[M], current: int, what: str) -> M:
+    """A harness file (`what`: registry, harness run) of exactly this optarena's version; a
+    clear error naming the file, the version or the field otherwise."""
     try:
-        data = json.loads(path.read_text())
+        data: Any = json.loads(path.read_text())
     except OSError as e:
-        raise OptarenaError(f"{path}: cannot read the registry: {e.strerror or e}") from None
+        raise OptarenaError(f"{path}: cannot read the {what}: {e.strerror or e}") from None
     except ValueError as e:
         raise OptarenaError(f"{path}: not JSON: {e}") from None
     version = data.get("schema_version") if isinstance(data, dict) else None
-    if version != REGISTRY_SCHEMA_VERSION:
+    if version != current:
         raise OptarenaError(
-            f"{path}: registry schema_version {version!r} is not one this optarena reads "
-            f"({REGISTRY_SCHEMA_VERSION})"
+            f"{path}: {what} schema_version {version!r} is not one this optarena reads ({current})"
         )
     try:
-        return Registry.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise OptarenaError(f"{path}: field '{where}': {first['msg']}") from None
+
+
+def load_registry(path: Path) -> Registry:
+    return load_versioned(path, Registry, REGISTRY_SCHEMA_VERSION, "registry")
 
 
 def save_registry(registry: Registry, path: Path) -> None:
