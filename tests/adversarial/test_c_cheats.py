@@ -55,15 +55,22 @@ def _judge(
 
 def test_a_cache_keyed_on_the_input_pointer_is_stale(gemm: Task, judge_source: JudgeFn) -> None:
     """The input area sits at one address for every call: a cache keyed on the pointer
-    replays an old output for new inputs."""
+    (and the sizes, one slot per shape, so that calls of other shapes in between do not evict
+    it: the judge shuffles them) replays an old output for new inputs."""
     body = """
-    static const float *last_a; static float *saved; static size_t saved_bytes;
+    #define SLOTS 64
+    static const float *key_a[SLOTS]; static int key_m[SLOTS], key_n[SLOTS], key_k[SLOTS];
+    static float *saved[SLOTS];
     void gemm_f32(int m, int n, int k, const float *a, const float *b, float *c) {
         size_t bytes = (size_t)m * n * sizeof(float);
-        if (a == last_a && saved && saved_bytes == bytes) { memcpy(c, saved, bytes); return; }
+        int s = (int)(((size_t)m * 131 + (size_t)n * 31 + (size_t)k) % SLOTS);
+        if (saved[s] && key_a[s] == a && key_m[s] == m && key_n[s] == n && key_k[s] == k) {
+            memcpy(c, saved[s], bytes);
+            return;
+        }
         gemm_ok(m, n, k, a, b, c);
-        free(saved); saved = malloc(bytes); memcpy(saved, c, bytes);
-        saved_bytes = bytes; last_a = a;
+        free(saved[s]); saved[s] = malloc(bytes); memcpy(saved[s], c, bytes);
+        key_a[s] = a; key_m[s] = m; key_n[s] = n; key_k[s] = k;
     }
     """
     result = _judge(judge_source, gemm, body)
