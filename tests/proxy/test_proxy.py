@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 
 from optarena.fakemodel import FakeModelServer, make_script
-from optarena.fakemodel._script import USAGE
+from optarena.fakemodel._script import USAGE, Conversation, Reply, Script
 from optarena.proxy import CallRecord, MeteredSession, ProxyLimits
 
 SECRET = "sk-test-very-secret-123"
@@ -133,3 +135,44 @@ def test_calls_route_to_their_providers_upstream(tmp_path: Path) -> None:
             assert status == 200
     assert len(anthropic.served) == 1 and len(openai.served) == 2
     assert [c.api for c in s.calls] == ["anthropic", "responses", "chat"]
+
+
+class _SlowHello(Script):
+    """Answers after a pause, so a call is still in flight when the session stops."""
+
+    name = "slow-hello"
+
+    def __init__(self) -> None:
+        self.asked = threading.Semaphore(0)  # released once per request that reached it
+
+    def decide(self, conv: Conversation) -> Reply:
+        self.asked.release()
+        return Reply("chat", USAGE["chat"], text="late", delay_s=0.5)
+
+
+def test_stopping_waits_for_calls_in_flight_and_a_hung_up_call_is_recorded(
+    tmp_path: Path,
+) -> None:
+    """The reply reaches the agent before its record is written, and an agent may hang up
+    (or exit) at once: neither may lose the call from the trial's records."""
+    script = _SlowHello()
+    with FakeModelServer(script) as slow:
+        s = MeteredSession(slow.url, ProxyLimits(), tmp_path / "c.jsonl").__enter__()
+        host, port = s.url.removeprefix("http://").split(":")
+        raw = json.dumps(body("anthropic", True)).encode()
+        head = f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: {len(raw)}\r\n"
+        hang_up = socket.create_connection((host, int(port)))
+        hang_up.sendall(head.encode() + b"content-type: application/json\r\n\r\n" + raw)
+        hang_up.close()  # gone before the upstream answers
+        ask = (s.url, PATHS["anthropic"], body("anthropic", False))
+        waiting = threading.Thread(target=post, args=ask)
+        waiting.start()
+        for _ in range(2):  # both calls reached the upstream; their replies are 0.5 s away
+            assert script.asked.acquire(timeout=30)
+        assert not slow.served
+        s.__exit__(None, None, None)
+        calls = s.calls  # what the trial records, read as soon as the session stops
+        waiting.join()
+    assert sorted(c.stream for c in calls) == [False, True]
+    assert all(c.status == 200 for c in calls)
+    assert len((tmp_path / "c.jsonl").read_text().splitlines()) == 2

@@ -96,13 +96,13 @@ def test_no_calls_is_a_measured_zero() -> None:
     [
         (ProxyLimits(max_calls=2), "call budget exhausted (2 of 2 calls made)"),
         (ProxyLimits(max_tokens=300), "token budget exhausted (330 of 300 tokens used)"),
-        (ProxyLimits(max_cost_usd=0.0003), "cost budget exhausted"),
+        (ProxyLimits(max_cost_usd=0.0005), "cost budget exhausted ($0.0008 of $0.0005"),
     ],
 )
 def test_limits_refuse_the_next_call(limits: ProxyLimits, reason: str) -> None:
     m = Meter(limits, PRICES)
-    assert m.admit() is None
     for seq in (1, 2):
+        assert m.admit() is None
         c = call(seq, input_tokens=100, output_tokens=15, cache_read_tokens=50)
         m.price(c)
         m.record(c)
@@ -110,3 +110,24 @@ def test_limits_refuse_the_next_call(limits: ProxyLimits, reason: str) -> None:
     assert refusal is not None and refusal.startswith(reason)
     assert m.budget_hit
     assert Meter(ProxyLimits(max_calls=3), PRICES).admit() is None
+
+
+def test_calls_sent_side_by_side_cannot_all_be_admitted_under_a_budget() -> None:
+    """The budget counts a call when it is admitted: two calls in flight at once under
+    max_calls=1 are one call and one refusal, whatever order their replies end in."""
+    m = Meter(ProxyLimits(max_calls=1), PRICES)
+    assert m.admit() is None
+    second = m.admit()  # the first has no reply yet
+    assert second is not None and second.startswith("call budget exhausted (1 of 1")
+
+
+def test_drain_waits_for_every_call_in_flight() -> None:
+    import threading
+
+    m = Meter(ProxyLimits(), PRICES)
+    seq = m.next_seq()
+    assert m.drain(0.01) == 1  # handed out, not recorded: still in flight
+    t = threading.Timer(0.2, m.record, args=(call(seq),))
+    t.start()
+    assert m.drain(30) == 0 and len(m.calls) == 1
+    t.join()

@@ -65,21 +65,38 @@ class Meter:
         self.calls: list[CallRecord] = []
         self.refusals = 0
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # notified when a call is recorded
+        self._in_flight: set[int] = set()  # seqs handed out, not yet recorded
         self._seq = 0
         self._spent_calls, self._spent_tokens, self._spent_usd = 0, 0, 0.0
 
     def next_seq(self) -> int:
+        """A new call's number; the call is in flight until `record` takes it."""
         with self._lock:
             self._seq += 1
+            self._in_flight.add(self._seq)
             return self._seq
 
     def admit(self) -> str | None:
-        """None to forward the next call; else the reason it is refused."""
+        """None to forward the next call; else the reason it is refused.
+
+        An admitted call counts against the call budget at once, not when its reply ends:
+        otherwise calls sent side by side would all be admitted under a budget of one."""
         with self._lock:
             reason = self._over_budget()
             if reason:
                 self.refusals += 1
+            else:
+                self._spent_calls += 1
             return reason
+
+    def drain(self, timeout_s: float) -> int:
+        """Wait until every call in flight is recorded (a reply reaches the agent before its
+        record is written, so an agent that exits at once must not take its last call with
+        it). Returns how many calls were still in flight at the timeout."""
+        with self._settled:
+            self._settled.wait_for(lambda: not self._in_flight, timeout=timeout_s)
+            return len(self._in_flight)
 
     def _over_budget(self) -> str | None:
         lim, n, tokens, cost = self.limits, self._spent_calls, self._spent_tokens, self._spent_usd
@@ -107,8 +124,9 @@ class Meter:
     def record(self, call: CallRecord) -> None:
         with self._lock:
             self.calls.append(call)
+            self._in_flight.discard(call.seq)
+            self._settled.notify_all()
             if call.refused is None and call.api != "other":  # running totals for admit()
-                self._spent_calls += 1
                 self._spent_tokens += total_tokens(call) or 0
                 self._spent_usd += call.cost_usd or 0.0
             if self.log_path is not None:

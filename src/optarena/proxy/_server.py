@@ -117,17 +117,22 @@ class _Handler(BaseHTTPRequestHandler):
             model=model,
             stream=stream,
         )
-        refusal = meter.admit() if kind else None
-        if refusal:
-            call.refused = refusal
-            call.status = 400
-            msg = f"optarena proxy: {refusal}; call refused"
-            self._send_json(400, error_body(kind, 400, msg))
-        else:
-            self._forward(kind, body, call, t0)
-        call.latency_s = round(time.monotonic() - t0, 6)
-        meter.price(call)
-        meter.record(call)
+        try:
+            refusal = meter.admit() if kind else None
+            if refusal:
+                call.refused = refusal
+                call.status = 400
+                msg = f"optarena proxy: {refusal}; call refused"
+                self._send_json(400, error_body(kind, 400, msg))
+            else:
+                self._forward(kind, body, call, t0)
+        except OSError as e:  # the agent hung up mid-reply: the call still happened
+            call.error = call.error or f"client disconnected: {type(e).__name__}: {e}"[:300]
+            self.close_connection = True
+        finally:
+            call.latency_s = round(time.monotonic() - t0, 6)
+            meter.price(call)
+            meter.record(call)
 
     def _upstream(self, kind: ApiKind | None) -> Upstream:
         """Where this request goes: by its API, else (model listing, token counting) by
@@ -301,8 +306,10 @@ class MeteringProxy:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, drain_s: float = 10.0) -> None:
+        """Stop accepting, then wait (at most `drain_s`) for calls in flight to be recorded."""
         self.httpd.shutdown()
+        self.meter.drain(drain_s)
         self.httpd.server_close()
 
     def __enter__(self) -> MeteringProxy:
