@@ -416,13 +416,14 @@ class Sandbox:
         if self._frozen and self._sources[1] == "freezer":
             # A task frozen by the v1 freezer acts on SIGKILL only once thawed (v2-frozen and
             # SIGSTOPped ones die at once). Leaving the freezer, a task handles a pending
-            # SIGKILL before running any code of its own; the worker runs for the moment
-            # between thaw and freeze.
+            # SIGKILL before running any code of its own, but it must get a CPU to leave it:
+            # re-freezing at once can catch it still inside (on a busy machine), so the
+            # freeze waits for the deaths. The worker runs for that moment.
             strays = self.strays()
             signal_all(strays, signal.SIGKILL)
             self.thaw()
-            self.freeze()
             wait_dead(strays)
+            self.freeze()
             return len(strays) + stop_then_kill(lambda: self.strays() - strays)
         return stop_then_kill(self.strays)
 
