@@ -13,6 +13,8 @@ from optarena.judge._checks import (
     check_tolerance,
     check_type,
     digest,
+    downcast_width,
+    first_true,
     is_stale,
     tolerance_violations,
 )
@@ -76,3 +78,20 @@ def test_alias_and_stale() -> None:
     assert is_stale(x.copy(), seen)
     assert not is_stale(x + 1, seen)
     assert not is_stale(x.reshape(2, 2), seen)
+
+
+def test_the_first_bad_element_is_named_by_its_index() -> None:
+    mask = np.zeros((3, 4, 5), dtype=bool)
+    mask[1, 2, 3] = mask[2, 0, 0] = True
+    assert first_true(mask) == (1, 2, 3)
+    assert first_true(np.array(True)) == ()
+    out, ref = np.array([[1.0, 2.0], [3.0, 9.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])
+    found = check_tolerance(out, ref, 1e-6, 1e-6)
+    assert "first at (1, 1): got 9.0, expected 4.0" in found.detail
+
+
+def test_a_downcast_is_seen_however_the_distinct_values_lie() -> None:
+    """Few distinct values at the front, many later: still many distinct values."""
+    vals = np.concatenate([np.full(5000, 0.5), np.linspace(-1, 1, 5000)]).astype(np.float32)
+    assert downcast_width(vals.astype(np.float16).astype(np.float32)) == "float16"
+    assert downcast_width(np.full(10_000, 0.5, dtype=np.float32)) is None
