@@ -6,6 +6,7 @@ The tests skip only where npm itself is unavailable; an install that fails is an
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -33,17 +34,21 @@ def _installed(root: Path, package: str) -> str | None:
 def agent_bins() -> dict[str, str]:
     """name -> executable of each pinned CLI, installing what is missing."""
     root = npm_cache()
-    missing = [f"{p}@{v}" for p, v in PINNED.values() if _installed(root, p) != v]
-    if missing:
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip(f"npm is not available: cannot install {', '.join(missing)}")
-        root.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(root), *missing],
-            check=True,
-            timeout=600,
-        )
+    root.mkdir(parents=True, exist_ok=True)
+    # Each test worker has its own session: one installs while the others wait on the lock,
+    # then find the packages installed (two npm installs into one prefix break each other).
+    with (root / ".optarena-install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        missing = [f"{p}@{v}" for p, v in PINNED.values() if _installed(root, p) != v]
+        if missing:
+            npm = shutil.which("npm")
+            if npm is None:
+                pytest.skip(f"npm is not available: cannot install {', '.join(missing)}")
+            subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(root), *missing],
+                check=True,
+                timeout=600,
+            )
     bins = {name: str(root / "node_modules" / ".bin" / name) for name in PINNED}
     for name, exe in bins.items():
         assert os.access(exe, os.X_OK), f"{exe} missing after npm install of {PINNED[name]}"
