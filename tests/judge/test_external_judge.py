@@ -4,6 +4,7 @@ tests and benchmark): freeze, drift, and judging by the project's gate and bench
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -137,6 +138,30 @@ def test_a_metric_the_output_lacks_is_a_broken_task_not_a_number(tmp_path: Path)
     freeze_external(_project(tmp_path, {'json = "best_seconds"': 'json = "seconds.best"'}), out)
     with pytest.raises(BrokenTaskError, match="absent from the output"):
         judge_external(load_frozen(out), _candidate(tmp_path, "sieve"))
+
+
+@pytest.mark.parametrize(
+    ("edits", "message"),
+    [
+        (
+            {'"python3 benchmark.py"': '"no-such-benchmark"'},
+            "benchmark `no-such-benchmark`: exited 127",
+        ),
+        ({'"python3 verify.py"': '"no-such-verifier"'}, "`no-such-verifier` exited 127"),
+        ({'"python3 benchmark.py"': '"python3 -c \'print(1 + 1, \\"s\\")\'"'}, "printed no JSON"),
+    ],
+    ids=["benchmark-not-found", "gate-not-found", "benchmark-prints-no-json"],
+)
+def test_a_command_that_cannot_serve_is_a_broken_task_never_a_number(
+    tmp_path: Path, edits: dict[str, str], message: str
+) -> None:
+    """Found on the baseline, so the task is at fault (exit 2, the command and its output
+    named), not the candidate, and no metric is ever read from it."""
+    out = tmp_path / "frozen.toml"
+    freeze_external(_project(tmp_path, edits), out)
+    with pytest.raises(BrokenTaskError, match=re.escape(message)):
+        judge_external(load_frozen(out), _candidate(tmp_path, "sieve"))
+    assert main(["judge", str(out), str(_candidate(tmp_path / "x", "sieve"))]) == 2
 
 
 def test_freeze_and_drift_and_bad_specs(tmp_path: Path) -> None:
