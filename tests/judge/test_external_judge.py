@@ -129,39 +129,57 @@ def test_a_gate_that_fails_on_the_baseline_is_a_broken_task(tmp_path: Path) -> N
     freeze_external(
         _project(tmp_path, {'"python3 verify.py"': "\"python3 -c 'raise SystemExit(3)'\""}), out
     )
-    with pytest.raises(BrokenTaskError, match="gate fails on the baseline"):
+    with pytest.raises(BrokenTaskError, match=r"field 'quality\.command': on the baseline") as e:
         judge_external(load_frozen(out), _candidate(tmp_path, "sieve"), measure=False)
+    assert str(e.value).startswith(f"{out}: ")
 
 
 def test_a_metric_the_output_lacks_is_a_broken_task_not_a_number(tmp_path: Path) -> None:
     out = tmp_path / "frozen.toml"
     freeze_external(_project(tmp_path, {'json = "best_seconds"': 'json = "seconds.best"'}), out)
-    with pytest.raises(BrokenTaskError, match="absent from the output"):
+    with pytest.raises(BrokenTaskError, match=r"field 'benchmark\.metric'.*absent from the output"):
         judge_external(load_frozen(out), _candidate(tmp_path, "sieve"))
 
 
 @pytest.mark.parametrize(
-    ("edits", "message"),
+    ("edits", "field", "message"),
     [
         (
             {'"python3 benchmark.py"': '"no-such-benchmark"'},
+            "benchmark.command",
             "benchmark `no-such-benchmark`: exited 127",
         ),
-        ({'"python3 verify.py"': '"no-such-verifier"'}, "`no-such-verifier` exited 127"),
-        ({'"python3 benchmark.py"': '"python3 -c \'print(1 + 1, \\"s\\")\'"'}, "printed no JSON"),
+        (
+            {'"python3 verify.py"': '"no-such-verifier"'},
+            "quality.command",
+            "`no-such-verifier` exited 127",
+        ),
+        (
+            {'"python3 benchmark.py"': '"python3 -c \'print(1 + 1, \\"s\\")\'"'},
+            "benchmark.metric",
+            "printed no JSON",
+        ),
     ],
     ids=["benchmark-not-found", "gate-not-found", "benchmark-prints-no-json"],
 )
 def test_a_command_that_cannot_serve_is_a_broken_task_never_a_number(
-    tmp_path: Path, edits: dict[str, str], message: str
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    edits: dict[str, str],
+    field: str,
+    message: str,
 ) -> None:
-    """Found on the baseline, so the task is at fault (exit 2, the command and its output
-    named), not the candidate, and no metric is ever read from it."""
+    """Found on the baseline, so the task is at fault (exit 2; the spec file, the field, the
+    command and its output named), not the candidate, and no metric is ever read from it."""
     out = tmp_path / "frozen.toml"
     freeze_external(_project(tmp_path, edits), out)
-    with pytest.raises(BrokenTaskError, match=re.escape(message)):
+    with pytest.raises(BrokenTaskError, match=re.escape(message)) as e:
         judge_external(load_frozen(out), _candidate(tmp_path, "sieve"))
+    assert str(e.value).startswith(f"{out}: field '{field}': on the baseline, ")
+    capsys.readouterr()
     assert main(["judge", str(out), str(_candidate(tmp_path / "x", "sieve"))]) == 2
+    err = capsys.readouterr().err
+    assert f"field '{field}'" in err and str(out) in err and "Traceback" not in err
 
 
 def test_freeze_and_drift_and_bad_specs(tmp_path: Path) -> None:

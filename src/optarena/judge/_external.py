@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optarena.errors import OptarenaError
+from optarena.errors import OptarenaError, TaskPackageError
 from optarena.judge._external_run import (
     CommandRun,
     junit_failures,
@@ -61,8 +61,15 @@ class ExternalJudgement(BaseModel):
     finished_at: str
 
 
-class BrokenTaskError(OptarenaError):
-    """The baseline itself fails the task's set-up, gate or benchmark: the task is broken."""
+class BrokenTaskError(TaskPackageError):
+    """The baseline itself fails the task's set-up, gate or benchmark: the task is broken, not
+    the candidate. The message names the spec file and the field whose command failed, so the
+    user knows what to fix."""
+
+    def __init__(self, frozen: FrozenExternal, field: str, detail: str) -> None:
+        self.field = field
+        where = frozen.path or frozen.frozen.spec_path
+        super().__init__(f"{where}: field '{field}': on the baseline, {detail}")
 
 
 @dataclass
@@ -153,7 +160,7 @@ def _prepare(ctx: _Ctx, tree: Path, arm: str) -> None:
     if not r.ok:
         detail = f"set-up `{r.command}` exited {r.returncode}: {r.tail()}"
         if arm == "baseline":
-            raise BrokenTaskError(f"task {f.spec.id}: the baseline's {detail}")
+            raise BrokenTaskError(f, "setup.command", detail)
         raise _Rejected("setup", "setup_failed", detail)
 
 
@@ -170,9 +177,7 @@ def _gate(ctx: _Ctx, tree: Path, arm: str) -> None:
     why = "timed out" if r.returncode is None else f"exited {r.returncode}"
     detail = f"`{q.command}` {why}" + (f"; failing: {', '.join(failing[:20])}" if failing else "")
     if arm == "baseline":
-        raise BrokenTaskError(
-            f"task {ctx.frozen.spec.id}: the gate fails on the baseline: {detail}"
-        )
+        raise BrokenTaskError(ctx.frozen, "quality.command", f"the gate fails: {detail}")
     raise _Rejected("quality_gate", "quality_gate_failed", f"{detail}\n{r.tail()}")
 
 
@@ -184,7 +189,8 @@ def _bench_once(ctx: _Ctx, tree: Path, arm: str) -> tuple[float, CommandRun]:
     if value is None:
         detail = f"benchmark `{b.command}`: {why}; output: {r.tail()[-800:]}"
         if arm == "baseline":
-            raise BrokenTaskError(f"task {ctx.frozen.spec.id}: on the baseline, {detail}")
+            field = "benchmark.metric" if r.ok else "benchmark.command"
+            raise BrokenTaskError(ctx.frozen, field, detail)
         raise _Rejected("benchmark", "benchmark_failed", detail)
     return value, r
 
