@@ -61,6 +61,33 @@ def test_the_known_optimization_is_accepted_and_improved(tmp_path: Path, frozen:
     assert all(x.baseline_cpu_s is not None and x.candidate_wall_s > 0 for x in r.metrics.rounds)
 
 
+SLOW_CLOCK = '''"""The hot path as it was; the clock the benchmark reads runs 100x slow."""
+import time
+
+_real = time.perf_counter
+_start = _real()
+time.perf_counter = lambda: _start + (_real() - _start) / 100
+
+'''
+
+
+@pytest.mark.slow
+def test_a_candidate_that_edits_the_benchmark_clock_is_never_improved(
+    tmp_path: Path, frozen: Path
+) -> None:
+    """The metric is printed by a process running the candidate's code, so it can be edited:
+    a 100x 'speed-up' the OS's CPU count of the runs does not follow is not a verdict."""
+    d = tmp_path / "cand-clock"
+    d.mkdir()
+    (d / "primes.py").write_text(SLOW_CLOCK + (EXAMPLE / "primes" / "primes.py").read_text())
+    r = judge_external(load_frozen(frozen), d, seed=2)
+    assert r.verdict == "accepted"  # it is correct; its speed is what is not believed
+    assert r.metrics is not None and r.metrics.overall.ratio < 0.05  # what the metric claims
+    assert r.metrics.verdict == "inconclusive"
+    assert r.metrics.crosscheck and "CPU time disagree" in r.metrics.crosscheck[0]
+    assert r.metrics.overall.why.startswith("not confirmed by the OS")
+
+
 def test_a_candidate_that_breaks_a_test_is_rejected_with_the_test_names(
     tmp_path: Path, frozen: Path
 ) -> None:

@@ -133,6 +133,7 @@ def test_an_external_trial_is_judged_by_the_project_with_its_holdout(
     assert main(["trial", "show", sieve["id"], "--ledger", str(led)]) == 0
     shown = capsys.readouterr().out
     assert "the project's benchmark" in shown and "external project, frozen:" in shown
+    assert "cpu b / c" in shown  # the kernel's count beside what the benchmark printed
     assert main(["trial", "rejudge", overfit["id"], "--ledger", str(led), "--no-measure"]) == 1
     capsys.readouterr()
     with Ledger(led) as ledger:

@@ -208,12 +208,18 @@ def _paired_view(m: Metrics) -> RenderableType:
 def benchmark_view(m: ExternalMetrics) -> RenderableType:
     """An external benchmark: its rounds, the estimate and what the OS's wall time says."""
     table = Table(title="the project's benchmark, baseline against candidate", header_style="bold")
-    for col in ("round", "order", "baseline", "candidate", "wall b / c (s)"):
+    # The OS's times beside the metric: what the benchmark says about itself next to what the
+    # kernel counted for the same runs (start-up included).
+    for col in ("round", "order", "baseline", "candidate", "wall b / c (s)", "cpu b / c (s)"):
         table.add_column(col, justify="right")
     for i, r in enumerate(m.rounds, 1):
+        cpu = (
+            "-" if r.baseline_cpu_s is None or r.candidate_cpu_s is None
+            else f"{r.baseline_cpu_s:.2f} / {r.candidate_cpu_s:.2f}"
+        )  # fmt: skip
         table.add_row(
             str(i), r.order, f"{r.baseline:.6g}", f"{r.candidate:.6g}",
-            f"{r.baseline_wall_s:.2f} / {r.candidate_wall_s:.2f}",
+            f"{r.baseline_wall_s:.2f} / {r.candidate_wall_s:.2f}", cpu,
         )  # fmt: skip
     o = m.overall
     lines = [

@@ -239,6 +239,12 @@ def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> ExternalMetrics:
             break
     e = estimate(logs, 0.95, seed, min_n=m.min_rounds)
     summary = summarize(e, m.min_effect)
+    crosscheck = _crosscheck(rounds, logs, b.metric.wall, m.min_effect)
+    if crosscheck and summary.verdict in ("improved", "regressed"):
+        # The metric is printed by a process that runs the candidate's code, which can edit
+        # its clocks; an effect the OS's own count of the run does not follow is no evidence.
+        why = f"not confirmed by the OS: {crosscheck[0]} (a self-reported metric is not evidence)"
+        summary = summary.model_copy(update={"verdict": "inconclusive", "why": why})
     if ctx.frozen.spec.quality is None and summary.verdict == "improved":
         summary = summary.model_copy(
             update={
@@ -254,7 +260,7 @@ def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> ExternalMetrics:
         overall=summary,
         stop=BenchmarkStop(reason=stop, rounds=len(rounds), budget_s=m.budget_s),
         rounds=rounds,
-        crosscheck=_crosscheck(rounds, logs, b.metric.wall, m.min_effect),
+        crosscheck=crosscheck,
     )
 
 
@@ -263,7 +269,8 @@ def _crosscheck(
 ) -> list[str]:
     """The OS's time of each run includes start-up the metric leaves out, so it only has to
     agree on the direction: a metric effect beyond min_effect with the OS's time not moving at
-    least half as far the same way is what a benchmark that lies about itself looks like.
+    least half as far the same way is what a benchmark that lies about itself looks like (or
+    a candidate that edits the clock the benchmark reads); such a verdict is not kept.
     CPU time of the run's cgroup where every run has one (a loaded machine disturbs it far
     less than wall time), else wall time."""
     if metric_is_wall or not rounds:

@@ -209,7 +209,7 @@ class ExternalMetrics(_Model):
     rounds: list[BenchmarkRound]
     crosscheck: list[str] = Field(
         description="disagreements between the benchmark's metric and the OS's time of the "
-        "runs (CPU, else wall)"
+        "runs (CPU, else wall); one turns an improved or regressed verdict into inconclusive"
     )
 
 
