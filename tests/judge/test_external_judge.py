@@ -88,6 +88,46 @@ def test_a_candidate_that_edits_the_benchmark_clock_is_never_improved(
     assert r.metrics.overall.why.startswith("not confirmed by the OS")
 
 
+FAKE_BENCHMARK = "print('{\"best_seconds\": 1e-06}')\n"  # no work, a fine metric
+
+
+def _rewrites_benchmark(when: str) -> str:
+    """The hot path as it was; run by `when`, it rewrites the project's benchmark script."""
+    return (
+        f"import sys\nif sys.argv[0].endswith({when!r}):\n"
+        f"    with open('benchmark.py', 'w') as f:\n        f.write({FAKE_BENCHMARK!r})\n\n"
+    )
+
+
+@pytest.mark.parametrize("when", ["verify.py", "benchmark.py"])
+def test_a_candidate_that_rewrites_the_project_benchmark_is_rejected(
+    tmp_path: Path, frozen: Path, when: str
+) -> None:
+    """Its code runs with its worktree writable: rewritten during the gate, a benchmark that
+    does no work would agree with the OS's count. Every command starts from the tree as
+    prepared, and the change itself rejects the candidate."""
+    d = tmp_path / "cand-rewrite"
+    d.mkdir()
+    cheat = _rewrites_benchmark(when)
+    (d / "primes.py").write_text(cheat + (EXAMPLE / "primes" / "primes.py").read_text())
+    r = judge_external(load_frozen(frozen), d, seed=4)
+    assert r.verdict == "rejected" and r.reason_codes == ["project_modified"], r.reasons
+    assert f"benchmark.py (during `python3 {when}`)" in r.reasons[0]
+    assert r.metrics is None
+
+
+@pytest.mark.slow
+def test_a_tracked_file_both_arms_change_is_the_project_s_doing(tmp_path: Path) -> None:
+    """Negative control: a benchmark that appends to a tracked file does so for the baseline
+    too, so the candidate is judged as usual (each run still starts from the prepared tree)."""
+    out = tmp_path / "frozen.toml"
+    edits = {'"python3 benchmark.py"': '"python3 benchmark.py && echo run >> TASK.md"'}
+    freeze_external(_project(tmp_path, edits), out)
+    r = judge_external(load_frozen(out), _candidate(tmp_path, "sieve"), seed=5)
+    assert r.verdict == "accepted", r.reasons
+    assert r.metrics is not None and r.metrics.verdict == "improved"
+
+
 def test_a_candidate_that_breaks_a_test_is_rejected_with_the_test_names(
     tmp_path: Path, frozen: Path
 ) -> None:

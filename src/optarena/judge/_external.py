@@ -17,7 +17,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +32,7 @@ from optarena.judge._external_run import (
     read_metric,
     run_command,
 )
+from optarena.judge._external_tree import SealedTree, tree_digests
 from optarena.judge._measure_report import summarize
 from optarena.judge._result import Check
 from optarena.judge._stats import decided, estimate, median
@@ -77,10 +78,24 @@ class _Ctx:
     frozen: FrozenExternal
     policy: SandboxPolicy | None
     checks: list[Check]
+    sealed: dict[Path, SealedTree] = field(default_factory=dict)  # tree -> its seal
+    watched: frozenset[str] = frozenset()  # what no command of the candidate's may change
+    last: dict[Path, str] = field(default_factory=dict)  # tree -> its last unsettled command
 
     def run(self, cmd: str, tree: Path, timeout_s: float) -> CommandRun:
+        """Run `cmd` in `tree`; a sealed tree is first put back as prepared, so no command
+        sees what an earlier one (the candidate's code in it) wrote. What a command wrote
+        stays until the next one (the gate's JUnit report is read from it)."""
         s = self.frozen.spec
+        self.settle(tree)
+        if tree in self.sealed:
+            self.last[tree] = f"`{cmd}`"
         return run_command(cmd, tree, timeout_s, s.env, limits_of(s.limits), self.policy)
+
+    def settle(self, tree: Path) -> None:
+        """Put `tree` back as sealed, noting what its last command changed."""
+        if tree in self.sealed and tree in self.last:
+            self.sealed[tree].restore(after=self.last.pop(tree))
 
     def fail(self, name: str, code: str, detail: str) -> None:
         self.checks.append(Check(name=name, workload=None, passed=False, detail=detail, code=code))
@@ -149,19 +164,50 @@ def _scope(frozen: FrozenExternal, tree: Path) -> tuple[list[str], list[str], st
     return changed, ignored, hashlib.sha256(diff.encode()).hexdigest()
 
 
-def _prepare(ctx: _Ctx, tree: Path, arm: str) -> None:
-    """Holdout, then set-up; a failure is the task's for the baseline, the candidate's else."""
+def _watched(frozen: FrozenExternal, tree: Path) -> frozenset[str]:
+    """Files tracked at base outside the editable scope, and the holdout's: the project's own
+    tests, benchmark and verifier. Read before any command has run in the tree."""
+    tracked = git(["ls-files", "-z"], tree, strip=False).split("\0")
+    out = {p for p in tracked if p and not in_scope(p, frozen.spec.project.editable)}
+    if frozen.holdout is not None:
+        out |= {q.relative_to(frozen.holdout).as_posix() for q in frozen.holdout.rglob("*")}
+    return frozenset(out)
+
+
+def _prepare(ctx: _Ctx, tree: Path, arm: str, pristine: Path) -> None:
+    """Holdout, then set-up, then the seal; a failure is the task's for the baseline, the
+    candidate's else."""
     f = ctx.frozen
     if f.holdout is not None:
         shutil.copytree(f.holdout, tree, dirs_exist_ok=True)
-    if f.spec.setup is None:
+    before = tree_digests(tree)
+    if f.spec.setup is not None:
+        r = ctx.run(f.spec.setup.command, tree, f.spec.setup.timeout_s)
+        if not r.ok:
+            detail = f"set-up `{r.command}` exited {r.returncode}: {r.tail()}"
+            if arm == "baseline":
+                raise BrokenTaskError(f, "setup.command", detail)
+            raise _Rejected("setup", "setup_failed", detail)
+    during = f"set-up `{f.spec.setup.command}`" if f.spec.setup else "set-up"
+    ctx.sealed[tree] = SealedTree.seal(tree, pristine, ctx.watched, before, during)
+
+
+def _untouched(ctx: _Ctx, trees: dict[str, Path]) -> None:
+    """Reject a candidate whose code changed a watched file that the baseline's own commands
+    left alone (what both arms change is the project's doing, e.g. a regenerated file)."""
+    cand, base = ctx.sealed.get(trees["candidate"]), ctx.sealed.get(trees["baseline"])
+    if cand is None or base is None:
         return
-    r = ctx.run(f.spec.setup.command, tree, f.spec.setup.timeout_s)
-    if not r.ok:
-        detail = f"set-up `{r.command}` exited {r.returncode}: {r.tail()}"
-        if arm == "baseline":
-            raise BrokenTaskError(f, "setup.command", detail)
-        raise _Rejected("setup", "setup_failed", detail)
+    for tree in trees.values():
+        ctx.settle(tree)
+    changed = {p: during for p, during in cand.changed.items() if p not in base.changed}
+    if changed:
+        listed = ", ".join(f"{p} (during {d})" for p, d in sorted(changed.items())[:20])
+        raise _Rejected(
+            "project_files", "project_modified",
+            f"the candidate's code changed files outside the editable scope: {listed}; every "
+            "command still ran on the files as prepared",
+        )  # fmt: skip
 
 
 def _gate(ctx: _Ctx, tree: Path, arm: str) -> None:
@@ -322,12 +368,15 @@ def judge_external(
             changed, ignored, sha = _scope(frozen, trees["candidate"])
             cand_info.update({"changed": changed, "sha256": sha})
             ctx.ok("scope", f"{len(changed)} file(s) changed in scope")
+            ctx.watched = _watched(frozen, trees["baseline"])
             for arm, tree in trees.items():
-                _prepare(ctx, tree, arm)
+                _prepare(ctx, tree, arm, Path(tmp) / "pristine" / arm)
             _gate(ctx, trees["baseline"], "baseline")
             _gate(ctx, trees["candidate"], "candidate")
+            _untouched(ctx, trees)
             if measure and frozen.spec.benchmark is not None:
                 metrics = _benchmark(ctx, trees, seed)
+                _untouched(ctx, trees)
         except _Rejected as r:
             rejected = r
             ctx.fail(r.name, r.code, r.detail)

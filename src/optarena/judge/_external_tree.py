@@ -1,0 +1,122 @@
+"""Each command of an external task starts from the worktree as it was prepared.
+
+The gate and the benchmark run the candidate's code with its worktree writable, so that code
+can rewrite anything in it: the project's benchmark script (to print a fine metric and do no
+work), its tests, the holdout, a build output. Later commands would then measure or verify the
+rewrite. So the tree is sealed once prepared (a digest of every entry, and a copy kept outside
+the tree, where no command can write): before every command, whatever changed is put back and
+whatever is new is removed. A watched file (tracked at base outside the editable scope, or from
+the holdout) that changed is remembered with the command during which it changed: the judge
+rejects a candidate that changed one the baseline's commands left alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_CHUNK = 1 << 20
+
+
+def _digest(path: Path) -> str:
+    st = path.lstat()
+    mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISLNK(st.st_mode):
+        return f"link:{os.readlink(path)}"
+    if stat.S_ISDIR(st.st_mode):
+        return f"dir:{mode:o}"
+    if not stat.S_ISREG(st.st_mode):
+        return f"special:{stat.S_IFMT(st.st_mode):o}"
+    h = hashlib.blake2b(digest_size=20)
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return f"file:{mode:o}:{h.hexdigest()}"
+
+
+def tree_digests(root: Path) -> dict[str, str]:
+    """Every entry under `root` (relative path -> kind, mode and content), links not followed."""
+    out: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        base = Path(dirpath)
+        for name in (*dirnames, *filenames):
+            p = base / name
+            out[p.relative_to(root).as_posix()] = _digest(p)
+    return out
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+@dataclass
+class SealedTree:
+    """A prepared worktree, its digests and a pristine copy; see the module docstring."""
+
+    tree: Path
+    pristine: Path
+    digests: dict[str, str]
+    watched: frozenset[str]
+    changed: dict[str, str] = field(default_factory=dict)  # watched path -> during which command
+
+    @classmethod
+    def seal(
+        cls,
+        tree: Path,
+        pristine: Path,
+        watched: Iterable[str],
+        before: dict[str, str] | None = None,
+        during: str = "set-up",
+    ) -> SealedTree:
+        """Seal `tree` as it is now. `before`: the digests taken before set-up, so a watched
+        file the set-up changed is remembered too (and then kept: it is the set-up's output).
+        FIFOs, sockets and devices are removed first: copying a FIFO would block the judge."""
+        for path, digest in tree_digests(tree).items():
+            if digest.startswith("special:"):
+                (tree / path).unlink()
+        shutil.copytree(tree, pristine, symlinks=True)
+        sealed = cls(tree, pristine, tree_digests(tree), frozenset(watched))
+        if before is not None:
+            sealed._note(before, sealed.digests, during)
+        return sealed
+
+    def _note(self, was: dict[str, str], now: dict[str, str], during: str) -> None:
+        for path in self.watched:
+            if was.get(path) != now.get(path):
+                self.changed.setdefault(path, during)
+
+    def restore(self, after: str) -> list[str]:
+        """Put the tree back as sealed; `after`: the command that ran since. Returns the paths
+        that were put back or removed."""
+        now = tree_digests(self.tree)
+        self._note(self.digests, now, after)
+        touched: list[str] = []
+        # New entries first, deepest last-listed first, so a new directory goes with its files.
+        for path in sorted(set(now) - set(self.digests), reverse=True):
+            _remove(self.tree / path)
+            touched.append(path)
+        for path, digest in sorted(self.digests.items()):
+            if now.get(path) == digest:
+                continue
+            dest, src = self.tree / path, self.pristine / path
+            if digest.startswith("dir:"):
+                if not dest.is_dir() or dest.is_symlink():
+                    _remove(dest)
+                    dest.mkdir()
+                os.chmod(dest, int(digest.split(":")[1], 8))
+            else:
+                _remove(dest)
+                if digest.startswith("link:"):
+                    os.symlink(os.readlink(src), dest)
+                else:
+                    shutil.copy2(src, dest, follow_symlinks=False)
+            touched.append(path)
+        return touched
