@@ -13,7 +13,8 @@ import pytest
 
 from optarena.cli import main
 from optarena.errors import OptarenaError, SpecError
-from optarena.judge._external import BrokenTaskError, _crosscheck, judge_external
+from optarena.judge._external import BrokenTaskError, judge_external
+from optarena.judge._external_crosscheck import crosscheck
 from optarena.records import BenchmarkRound
 from optarena.tasks.external import freeze_external, load_frozen
 
@@ -61,7 +62,7 @@ def test_the_known_optimization_is_accepted_and_improved(tmp_path: Path, frozen:
     assert all(x.baseline_cpu_s is not None and x.candidate_wall_s > 0 for x in r.metrics.rounds)
 
 
-SLOW_CLOCK = '''"""The hot path as it was; the clock the benchmark reads runs 100x slow."""
+SLOW_CLOCK = '''"""The hot path, really 2x slower; the clock the benchmark reads runs 100x slow."""
 import time
 
 _real = time.perf_counter
@@ -70,21 +71,32 @@ time.perf_counter = lambda: _start + (_real() - _start) / 100
 
 '''
 
+TWICE = """
+
+_count_once = count_primes
+
+
+def count_primes(n: int) -> int:
+    _count_once(n)
+    return _count_once(n)
+"""
+
 
 @pytest.mark.slow
 def test_a_candidate_that_edits_the_benchmark_clock_is_never_improved(
     tmp_path: Path, frozen: Path
 ) -> None:
     """The metric is printed by a process running the candidate's code, so it can be edited:
-    a 100x 'speed-up' the OS's CPU count of the runs does not follow is not a verdict."""
+    a 50x 'speed-up' of a candidate the OS's CPU count shows slower is not a verdict."""
     d = tmp_path / "cand-clock"
     d.mkdir()
-    (d / "primes.py").write_text(SLOW_CLOCK + (EXAMPLE / "primes" / "primes.py").read_text())
+    hot_path = (EXAMPLE / "primes" / "primes.py").read_text()
+    (d / "primes.py").write_text(SLOW_CLOCK + hot_path + TWICE)
     r = judge_external(load_frozen(frozen), d, seed=2)
     assert r.verdict == "accepted"  # it is correct; its speed is what is not believed
     assert r.metrics is not None and r.metrics.overall.ratio < 0.05  # what the metric claims
     assert r.metrics.verdict == "inconclusive"
-    assert r.metrics.crosscheck and "CPU time disagree" in r.metrics.crosscheck[0]
+    assert r.metrics.crosscheck and "does not confirm" in r.metrics.crosscheck[0]
     assert r.metrics.overall.why.startswith("not confirmed by the OS")
 
 
@@ -126,6 +138,53 @@ def test_a_tracked_file_both_arms_change_is_the_project_s_doing(tmp_path: Path) 
     r = judge_external(load_frozen(out), _candidate(tmp_path, "sieve"), seed=5)
     assert r.verdict == "accepted", r.reasons
     assert r.metrics is not None and r.metrics.verdict == "improved"
+
+
+GATE_CHEATS = {
+    # the exit status is set by the candidate's code: an atexit handler ends the process with 0
+    "exit-status": ("import atexit, os\natexit.register(os._exit, 0)\n", "lists failing tests"),
+    # ... and the report too: a symlink to an endless device (read as root, it would hang)
+    "report-to-dev-zero": (
+        "import atexit, os\n"
+        "def _forge():\n"
+        "    os.unlink('report.xml')\n"
+        "    os.symlink('/dev/zero', 'report.xml')\n"
+        "    os._exit(0)\n"
+        "atexit.register(_forge)\n",
+        "no readable JUnit report",
+    ),
+    # ... or fewer tests run: suites are emptied once the tests have imported the candidate
+    "no-tests-run": (
+        "import atexit, os, unittest\n"
+        "unittest.TestSuite.run = lambda self, result, debug=False: result\n"
+        "atexit.register(os._exit, 0)\n",
+        "lists 0 tests where the baseline's lists 3",
+    ),
+}
+
+
+@pytest.mark.parametrize("cheat", sorted(GATE_CHEATS))
+def test_a_broken_candidate_that_forges_the_gate_is_rejected(
+    tmp_path: Path, frozen: Path, cheat: str
+) -> None:
+    """The gate's process runs the candidate's code, so its exit status alone is not believed:
+    the JUnit report must agree (exist as a plain file, list no failure, and as many tests)."""
+    prefix, message = GATE_CHEATS[cheat]
+    d = tmp_path / "cand-forge"
+    d.mkdir()
+    (d / "primes.py").write_text(
+        prefix + (EXAMPLE / "candidates" / "broken" / "primes.py").read_text()
+    )
+    r = judge_external(load_frozen(frozen), d, measure=False)
+    assert r.verdict == "rejected" and r.reason_codes == ["quality_gate_failed"], r.reasons
+    assert message in r.reasons[0]
+
+
+def test_a_gate_that_writes_no_report_on_the_baseline_is_a_broken_task(tmp_path: Path) -> None:
+    out = tmp_path / "frozen.toml"
+    freeze_external(_project(tmp_path, {'junit = "report.xml"': 'junit = "elsewhere.xml"'}), out)
+    with pytest.raises(BrokenTaskError, match=r"field 'quality\.junit'.*no readable JUnit report"):
+        judge_external(load_frozen(out), _candidate(tmp_path, "sieve"), measure=False)
 
 
 def test_a_candidate_that_breaks_a_test_is_rejected_with_the_test_names(
@@ -293,30 +352,48 @@ def test_a_holdout_tracked_in_the_repository_is_refused(tmp_path: Path) -> None:
         freeze_external(spec, tmp_path / "o.toml")
 
 
-def _rounds(metric: float, cpu: tuple[float, float] | None, wall: tuple[float, float]) -> list:
-    log = math.log(metric)
+def _rounds(metric: float, cpu: list[float] | None, wall: list[float]) -> list[BenchmarkRound]:
+    """Rounds with a metric ratio `metric` and the candidate's OS times per round (the
+    baseline's are 1.0 s): varied, as measured times are, so an interval exists."""
     return [
         BenchmarkRound(
-            order="AB", baseline=1.0, candidate=metric, baseline_wall_s=wall[0],
-            candidate_wall_s=wall[1], baseline_cpu_s=cpu and cpu[0],
-            candidate_cpu_s=cpu and cpu[1], log_ratio=log,
+            order="AB" if i % 2 == 0 else "BA", baseline=1.0, candidate=metric,
+            baseline_wall_s=1.0, candidate_wall_s=w, baseline_cpu_s=cpu and 1.0,
+            candidate_cpu_s=cpu and cpu[i], log_ratio=math.log(metric),
         )
-        for _ in range(3)
+        for i, w in enumerate(wall)
     ]  # fmt: skip
+
+
+SAME = [1.02, 0.97, 1.05, 0.96, 1.01, 0.99]  # the OS's time did not move
+FASTER = [0.42, 0.47, 0.40, 0.45, 0.43, 0.44]  # it did, less than the metric (start-up)
+NOISY = [0.9, 1.6, 0.5, 1.4, 0.6, 1.3]  # a loaded machine's wall time
+
+
+def _check(rounds: list[BenchmarkRound], metric_is_wall: bool = False) -> list[str]:
+    return crosscheck(rounds, [r.log_ratio for r in rounds], metric_is_wall, 0.05, seed=1)
 
 
 def test_a_benchmark_that_lies_about_itself_is_reported() -> None:
     """The cross-check on literal numbers: a metric 100x faster while the OS's CPU time does
-    not move is reported; CPU time is preferred to wall time, which a loaded machine disturbs."""
-    lying = _rounds(0.01, (1.0, 1.0), (1.0, 1.0))
-    (note,) = _crosscheck(lying, [r.log_ratio for r in lying], False, 0.05)
-    assert "CPU time disagree" in note and "metric ratio 0.010" in note
-    honest_cpu_noisy_wall = _rounds(0.01, (1.0, 0.1), (1.0, 1.2))
-    assert _crosscheck(honest_cpu_noisy_wall, [math.log(0.01)] * 3, False, 0.05) == []
-    no_cpu = _rounds(0.01, None, (1.0, 1.0))
-    (note,) = _crosscheck(no_cpu, [math.log(0.01)] * 3, False, 0.05)
-    assert "wall time disagree" in note
-    assert _crosscheck(lying, [math.log(0.01)] * 3, True, 0.05) == []  # the metric is wall time
+    not move is not confirmed; CPU time is preferred to wall time, which a loaded machine
+    disturbs; the OS's effect only has to exclude no change, not match the metric's size."""
+    (note,) = _check(_rounds(0.01, SAME, SAME))
+    assert "CPU time of the runs does not confirm" in note and "metric ratio 0.010" in note
+    assert _check(_rounds(0.01, FASTER, NOISY)) == []  # CPU confirms; the wall noise is moot
+    (note,) = _check(_rounds(0.01, None, NOISY))  # no CPU time: wall, and it does not confirm
+    assert "wall time" in note
+    assert _check(_rounds(0.01, None, FASTER)) == []
+    assert _check(_rounds(0.01, SAME, SAME), metric_is_wall=True) == []  # the judge's own clock
+    # the direction matters: a 'regression' the OS shows as a speed-up is not confirmed either
+    (note,) = _check(_rounds(3.0, FASTER, FASTER))
+    assert "metric ratio 3.000" in note
+    assert _check(_rounds(1.01, SAME, SAME)) == []  # an effect below min_effect needs nothing
+
+
+def test_identical_os_times_give_no_interval_and_no_confirmation() -> None:
+    (note,) = _check(_rounds(0.01, [1.0] * 6, [1.0] * 6))
+    assert "does not confirm" in note
 
 
 def test_too_few_rounds_for_a_verdict_are_refused(tmp_path: Path) -> None:

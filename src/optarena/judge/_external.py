@@ -25,17 +25,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optarena.errors import OptarenaError, TaskPackageError
+from optarena.judge._external_crosscheck import crosscheck
 from optarena.judge._external_run import (
     CommandRun,
-    junit_failures,
+    JUnitReport,
     limits_of,
+    read_junit,
     read_metric,
     run_command,
 )
 from optarena.judge._external_tree import SealedTree, tree_digests
 from optarena.judge._measure_report import summarize
 from optarena.judge._result import Check
-from optarena.judge._stats import decided, estimate, median
+from optarena.judge._stats import decided, estimate
 from optarena.records import BenchmarkRound, BenchmarkStop, ExternalMetrics
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import in_scope
@@ -81,6 +83,7 @@ class _Ctx:
     sealed: dict[Path, SealedTree] = field(default_factory=dict)  # tree -> its seal
     watched: frozenset[str] = frozenset()  # what no command of the candidate's may change
     last: dict[Path, str] = field(default_factory=dict)  # tree -> its last unsettled command
+    baseline_tests: int | None = None  # test cases in the baseline gate's JUnit report
 
     def run(self, cmd: str, tree: Path, timeout_s: float) -> CommandRun:
         """Run `cmd` in `tree`; a sealed tree is first put back as prepared, so no command
@@ -215,16 +218,43 @@ def _gate(ctx: _Ctx, tree: Path, arm: str) -> None:
     if q is None:
         return
     r = ctx.run(q.command, tree, q.timeout_s)
+    report = read_junit(tree, q.junit) if q.junit else None
     if r.ok:
+        if q.junit:
+            _gate_report(ctx, q.command, q.junit, report, arm)
         if arm == "candidate":
             ctx.ok("quality_gate", f"`{q.command}` passed in {r.wall_s:.1f} s")
         return
-    failing = junit_failures(tree / q.junit) if q.junit else []
+    failing = report.failing if report else []
     why = "timed out" if r.returncode is None else f"exited {r.returncode}"
     detail = f"`{q.command}` {why}" + (f"; failing: {', '.join(failing[:20])}" if failing else "")
     if arm == "baseline":
         raise BrokenTaskError(ctx.frozen, "quality.command", f"the gate fails: {detail}")
     raise _Rejected("quality_gate", "quality_gate_failed", f"{detail}\n{r.tail()}")
+
+
+def _gate_report(ctx: _Ctx, command: str, junit: str, report: JUnitReport | None, arm: str) -> None:
+    """A passing exit status is only believed with the report agreeing: the gate's process
+    runs the candidate's code, which can set the exit status (an atexit handler calling
+    os._exit(0) passed a broken candidate). The report must exist, list no failure, and cover
+    at least as many tests as on the baseline (the tests are out of scope: an honest candidate
+    does not make fewer of them run)."""
+    if report is None:
+        why = f"`{command}` exited 0 but wrote no readable JUnit report at {junit}"
+    elif report.failing:
+        why = f"`{command}` exited 0 while its report lists failing tests: " + ", ".join(
+            report.failing[:20]
+        )
+    elif arm == "candidate" and ctx.baseline_tests and report.tests < ctx.baseline_tests:
+        n, base = report.tests, ctx.baseline_tests
+        why = f"the report lists {n} tests where the baseline's lists {base}"
+    else:
+        if arm == "baseline":
+            ctx.baseline_tests = report.tests
+        return
+    if arm == "baseline":
+        raise BrokenTaskError(ctx.frozen, "quality.junit", why)
+    raise _Rejected("quality_gate", "quality_gate_failed", why)
 
 
 def _bench_once(ctx: _Ctx, tree: Path, arm: str) -> tuple[float, CommandRun]:
@@ -277,6 +307,8 @@ def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> ExternalMetrics:
         )  # fmt: skip
         if len(logs) >= m.min_rounds and len(logs) % 2 == 0:  # as many AB as BA rounds
             e = estimate(logs, 0.95, seed, min_n=m.min_rounds)
+            # The OS's confirmation is looked at once, at the end: stopping when it happens to
+            # exclude 0 would peek, and make a forged metric's confirmation likelier.
             if decided(e, m.min_effect, m.min_effect / 2):
                 stop = "decided"
                 break
@@ -285,11 +317,10 @@ def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> ExternalMetrics:
             break
     e = estimate(logs, 0.95, seed, min_n=m.min_rounds)
     summary = summarize(e, m.min_effect)
-    crosscheck = _crosscheck(rounds, logs, b.metric.wall, m.min_effect)
-    if crosscheck and summary.verdict in ("improved", "regressed"):
-        # The metric is printed by a process that runs the candidate's code, which can edit
-        # its clocks; an effect the OS's own count of the run does not follow is no evidence.
-        why = f"not confirmed by the OS: {crosscheck[0]} (a self-reported metric is not evidence)"
+    notes = crosscheck(rounds, logs, b.metric.wall, m.min_effect, seed)
+    if notes and summary.verdict in ("improved", "regressed"):
+        # a self-reported metric is not evidence on its own (see _external_crosscheck)
+        why = f"not confirmed by the OS: {notes[0]}"
         summary = summary.model_copy(update={"verdict": "inconclusive", "why": why})
     if ctx.frozen.spec.quality is None and summary.verdict == "improved":
         summary = summary.model_copy(
@@ -306,38 +337,8 @@ def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> ExternalMetrics:
         overall=summary,
         stop=BenchmarkStop(reason=stop, rounds=len(rounds), budget_s=m.budget_s),
         rounds=rounds,
-        crosscheck=crosscheck,
+        crosscheck=notes,
     )
-
-
-def _crosscheck(
-    rounds: list[BenchmarkRound], logs: list[float], metric_is_wall: bool, min_effect: float
-) -> list[str]:
-    """The OS's time of each run includes start-up the metric leaves out, so it only has to
-    agree on the direction: a metric effect beyond min_effect with the OS's time not moving at
-    least half as far the same way is what a benchmark that lies about itself looks like (or
-    a candidate that edits the clock the benchmark reads); such a verdict is not kept.
-    CPU time of the run's cgroup where every run has one (a loaded machine disturbs it far
-    less than wall time), else wall time."""
-    if metric_is_wall or not rounds:
-        return []
-    cpu = all(
-        r.baseline_cpu_s is not None and r.candidate_cpu_s is not None
-        and r.baseline_cpu_s > 0 and r.candidate_cpu_s > 0
-        for r in rounds
-    )  # fmt: skip
-    if cpu:
-        os_logs = [math.log((r.candidate_cpu_s or 1) / (r.baseline_cpu_s or 1)) for r in rounds]
-    else:
-        os_logs = [math.log(r.candidate_wall_s / r.baseline_wall_s) for r in rounds]
-    mlog, olog, thr = median(logs), median(os_logs), math.log1p(min_effect)
-    if abs(mlog) > thr and not (olog * mlog > 0 and abs(olog) >= thr / 2):
-        clock = "CPU" if cpu else "wall"
-        return [
-            f"the benchmark's own metric and the OS's {clock} time disagree: metric ratio "
-            f"{math.exp(mlog):.3f}, {clock} ratio {math.exp(olog):.3f}"
-        ]
-    return []
 
 
 def judge_external(

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import stat
 import subprocess
 import time
 import xml.etree.ElementTree as ET
@@ -142,15 +143,39 @@ def _last_json(text: str) -> Any:
     return None
 
 
-def junit_failures(path: Path) -> list[str]:
-    """Failing or erroring test names from a JUnit XML report (empty if none or unreadable)."""
+JUNIT_MAX_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class JUnitReport:
+    tests: int  # test cases in the report
+    failing: list[str]  # failing or erroring test names
+
+
+def read_junit(tree: Path, relpath: str) -> JUnitReport | None:
+    """The JUnit XML report a gate wrote at `relpath` in `tree`; None when there is none, or
+    it is not a plain file inside the tree (the candidate's code may have put a symlink to
+    /dev/zero or a FIFO there, which would hang the judge), too large or not XML."""
+    path = tree / relpath
     try:
-        root = ET.parse(path).getroot()
-    except (OSError, ET.ParseError):
-        return []
-    out = []
-    for case in root.iter("testcase"):
+        inside = path.parent.resolve().is_relative_to(tree.resolve())
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK) if inside else -1
+    except OSError:
+        return None
+    if fd < 0:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > JUNIT_MAX_BYTES:
+            return None
+        try:
+            root = ET.fromstring(f.read(JUNIT_MAX_BYTES))
+        except (OSError, ET.ParseError):
+            return None
+    cases = list(root.iter("testcase"))
+    failing = []
+    for case in cases:
         if case.find("failure") is not None or case.find("error") is not None:
             cls = case.get("classname")
-            out.append(f"{cls}.{case.get('name')}" if cls else str(case.get("name")))
-    return out
+            failing.append(f"{cls}.{case.get('name')}" if cls else str(case.get("name")))
+    return JUnitReport(len(cases), failing)

@@ -208,8 +208,9 @@ class ExternalMetrics(_Model):
     stop: BenchmarkStop
     rounds: list[BenchmarkRound]
     crosscheck: list[str] = Field(
-        description="disagreements between the benchmark's metric and the OS's time of the "
-        "runs (CPU, else wall); one turns an improved or regressed verdict into inconclusive"
+        description="where the OS's time of the runs (CPU, else wall) does not confirm the "
+        "metric's effect (its 95% interval does not exclude no change on the metric's side); "
+        "one turns an improved or regressed verdict into inconclusive"
     )
 
 
