@@ -11,31 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from external_example import EXAMPLE, make_project
 from optarena.cli import main
 from optarena.errors import OptarenaError, SpecError
 from optarena.judge._external import BrokenTaskError, judge_external
 from optarena.judge._external_crosscheck import crosscheck
 from optarena.records import BenchmarkRound
 from optarena.tasks.external import freeze_external, load_frozen
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "external"
-FAST = {"budget_s = 60": "budget_s = 30"}
-
-
-def _project(tmp_path: Path, spec_edits: dict[str, str] | None = None) -> Path:
-    """A copy of the example as a git repository; returns the spec's path."""
-    shutil.copytree(EXAMPLE / "primes", tmp_path / "primes")
-    text = (EXAMPLE / "primes.toml").read_text()
-    for old, new in {**FAST, **(spec_edits or {})}.items():
-        assert old in text, old
-        text = text.replace(old, new)
-    spec = tmp_path / "primes.toml"
-    spec.write_text(text)
-    repo = tmp_path / "primes"
-    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
-    for cmd in (["init", "-q"], ["add", "-A"], [*ident, "commit", "-q", "-m", "base"]):
-        subprocess.run(["git", *cmd], cwd=repo, check=True)
-    return spec
 
 
 def _candidate(tmp_path: Path, name: str) -> Path:
@@ -47,7 +29,7 @@ def _candidate(tmp_path: Path, name: str) -> Path:
 @pytest.fixture
 def frozen(tmp_path: Path) -> Path:
     out = tmp_path / "frozen.toml"
-    freeze_external(_project(tmp_path), out)
+    freeze_external(make_project(tmp_path), out)
     return out
 
 
@@ -100,7 +82,7 @@ def test_a_candidate_that_edits_the_benchmark_clock_is_never_improved(
     assert r.metrics.overall.why.startswith("not confirmed by the OS")
 
 
-FAKE_BENCHMARK = "print('{\"best_seconds\": 1e-06}')\n"  # no work, a fine metric
+FAKE_BENCHMARK = "print('{\"seconds\": 1e-06}')\n"  # no work, a fine metric
 
 
 def _rewrites_benchmark(when: str) -> str:
@@ -134,7 +116,7 @@ def test_a_tracked_file_both_arms_change_is_the_project_s_doing(tmp_path: Path) 
     too, so the candidate is judged as usual (each run still starts from the prepared tree)."""
     out = tmp_path / "frozen.toml"
     edits = {'"python3 benchmark.py"': '"python3 benchmark.py && echo run >> TASK.md"'}
-    freeze_external(_project(tmp_path, edits), out)
+    freeze_external(make_project(tmp_path, edits), out)
     r = judge_external(load_frozen(out), _candidate(tmp_path, "sieve"), seed=5)
     assert r.verdict == "accepted", r.reasons
     assert r.metrics is not None and r.metrics.verdict == "improved"
@@ -182,7 +164,8 @@ def test_a_broken_candidate_that_forges_the_gate_is_rejected(
 
 def test_a_gate_that_writes_no_report_on_the_baseline_is_a_broken_task(tmp_path: Path) -> None:
     out = tmp_path / "frozen.toml"
-    freeze_external(_project(tmp_path, {'junit = "report.xml"': 'junit = "elsewhere.xml"'}), out)
+    spec = make_project(tmp_path, {'junit = "report.xml"': 'junit = "elsewhere.xml"'})
+    freeze_external(spec, out)
     with pytest.raises(BrokenTaskError, match=r"field 'quality\.junit'.*no readable JUnit report"):
         judge_external(load_frozen(out), _candidate(tmp_path, "sieve"), measure=False)
 
@@ -242,7 +225,7 @@ def test_a_patch_candidate_applies_against_base(tmp_path: Path, frozen: Path) ->
 def test_without_a_gate_the_verdict_is_unverified_and_never_improved(tmp_path: Path) -> None:
     gate = '[quality]\ncommand = "python3 verify.py"\ntimeout_s = 120\njunit = "report.xml"\n'
     out = tmp_path / "frozen.toml"
-    freeze_external(_project(tmp_path, {gate: ""}), out)
+    freeze_external(make_project(tmp_path, {gate: ""}), out)
     r = judge_external(load_frozen(out), _candidate(tmp_path, "sieve"), seed=3)
     assert r.verdict == "unverified" and r.gaps == ["no_quality_gate"]
     assert r.metrics is not None and r.metrics.verdict != "improved"
@@ -253,7 +236,7 @@ def test_without_a_gate_the_verdict_is_unverified_and_never_improved(tmp_path: P
 def test_a_gate_that_fails_on_the_baseline_is_a_broken_task(tmp_path: Path) -> None:
     out = tmp_path / "frozen.toml"
     freeze_external(
-        _project(tmp_path, {'"python3 verify.py"': "\"python3 -c 'raise SystemExit(3)'\""}), out
+        make_project(tmp_path, {'"python3 verify.py"': "\"python3 -c 'raise SystemExit(3)'\""}), out
     )
     with pytest.raises(BrokenTaskError, match=r"field 'quality\.command': on the baseline") as e:
         judge_external(load_frozen(out), _candidate(tmp_path, "sieve"), measure=False)
@@ -262,7 +245,7 @@ def test_a_gate_that_fails_on_the_baseline_is_a_broken_task(tmp_path: Path) -> N
 
 def test_a_metric_the_output_lacks_is_a_broken_task_not_a_number(tmp_path: Path) -> None:
     out = tmp_path / "frozen.toml"
-    freeze_external(_project(tmp_path, {'json = "best_seconds"': 'json = "seconds.best"'}), out)
+    freeze_external(make_project(tmp_path, {'json = "seconds"': 'json = "seconds.best"'}), out)
     with pytest.raises(BrokenTaskError, match=r"field 'benchmark\.metric'.*absent from the output"):
         judge_external(load_frozen(out), _candidate(tmp_path, "sieve"))
 
@@ -298,7 +281,7 @@ def test_a_command_that_cannot_serve_is_a_broken_task_never_a_number(
     """Found on the baseline, so the task is at fault (exit 2; the spec file, the field, the
     command and its output named), not the candidate, and no metric is ever read from it."""
     out = tmp_path / "frozen.toml"
-    freeze_external(_project(tmp_path, edits), out)
+    freeze_external(make_project(tmp_path, edits), out)
     with pytest.raises(BrokenTaskError, match=re.escape(message)) as e:
         judge_external(load_frozen(out), _candidate(tmp_path, "sieve"))
     assert str(e.value).startswith(f"{out}: field '{field}': on the baseline, ")
@@ -309,7 +292,7 @@ def test_a_command_that_cannot_serve_is_a_broken_task_never_a_number(
 
 
 def test_freeze_and_drift_and_bad_specs(tmp_path: Path) -> None:
-    spec = _project(tmp_path)
+    spec = make_project(tmp_path)
     assert main(["judge", str(spec), str(tmp_path)]) == 2  # unfrozen: freeze it first
     with pytest.raises(OptarenaError, match="freeze it first"):
         load_frozen(spec)
@@ -337,11 +320,18 @@ def test_freeze_and_drift_and_bad_specs(tmp_path: Path) -> None:
     bad.write_text(spec.read_text() + "\ncolour = 1\n")
     with pytest.raises(SpecError, match="colour"):
         freeze_external(bad, tmp_path / "o.toml")
+    # a misspelt limit was once kept and ignored: the commands then ran without it
+    bad.write_text(spec.read_text() + "\n[limits]\nmemory_MB = 100\n")
+    with pytest.raises(SpecError, match=r"limits\.memory_MB"):
+        freeze_external(bad, tmp_path / "o.toml")
+    bad.write_text(spec.read_text() + "\n[limits]\nprocesses = 0\n")
+    with pytest.raises(SpecError, match=r"limits\.processes"):
+        freeze_external(bad, tmp_path / "o.toml")
 
 
 def test_a_holdout_tracked_in_the_repository_is_refused(tmp_path: Path) -> None:
     """Every clone the agent gets would contain it: not a holdout."""
-    spec = _project(tmp_path)
+    spec = make_project(tmp_path)
     inside = tmp_path / "primes" / "tests"  # tracked at base
     text = spec.read_text().replace(
         'junit = "report.xml"', 'junit = "report.xml"\nholdout = "primes/tests"'
@@ -397,6 +387,6 @@ def test_identical_os_times_give_no_interval_and_no_confirmation() -> None:
 
 
 def test_too_few_rounds_for_a_verdict_are_refused(tmp_path: Path) -> None:
-    spec = _project(tmp_path, {"max_rounds = 6": "max_rounds = 3"})
+    spec = make_project(tmp_path, {"max_rounds = 6": "max_rounds = 3"})
     with pytest.raises(SpecError, match=r"measurement.*max_rounds"):
         freeze_external(spec, tmp_path / "o.toml")

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy
-from optarena.tasks.external import Metric
+from optarena.tasks.external import ExternalLimits, Metric
 
-OUTPUT_TAIL = 4000
+OUTPUT_TAIL = 4000  # characters of a command's output quoted in a failure's detail
+OUTPUT_KEPT = 8 << 20  # bytes of a command's output the judge reads: the last ones
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,12 @@ class CommandRun:
         return self.output[-OUTPUT_TAIL:]
 
 
-def limits_of(spec_limits: dict[str, int]) -> ResourceLimits:
+def limits_of(spec_limits: ExternalLimits) -> ResourceLimits:
     return ResourceLimits(
-        address_space_mb=spec_limits.get("memory_mb"),
-        file_size_mb=spec_limits.get("file_size_mb"),
-        open_files=spec_limits.get("open_files"),
-        processes=spec_limits.get("processes"),
+        address_space_mb=spec_limits.memory_mb,
+        file_size_mb=spec_limits.file_size_mb,
+        open_files=spec_limits.open_files,
+        processes=spec_limits.processes,
     )
 
 
@@ -87,9 +88,22 @@ def run_command(
         cpu = (after.children_user - before.children_user) + (
             after.children_system - before.children_system
         )
-    output = log.read_text(errors="replace")
+    output = _read_tail(log, OUTPUT_KEPT)
     log.unlink()
     return CommandRun(command, code, output, wall, cpu)
+
+
+def _read_tail(log: Path, keep: int) -> str:
+    """The last `keep` bytes of a command's output: the candidate's code decides how much it
+    prints, and reading it all could exhaust the judge's memory."""
+    with log.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > keep:
+            f.seek(size - keep)
+        text = f.read(keep).decode(errors="replace")
+    if size <= keep:
+        return text
+    return f"[the first {size - keep} bytes of output were not kept]\n" + text
 
 
 def read_metric(metric: Metric, run: CommandRun) -> tuple[float | None, str]:

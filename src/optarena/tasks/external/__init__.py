@@ -2,6 +2,7 @@
 benchmark, fixed (frozen) before any agent runs. See `docs/external-tasks.md`."""
 
 from optarena.tasks.external._spec import (
+    ExternalLimits,
     ExternalMeasurement,
     ExternalSpec,
     FrozenExternal,
@@ -13,6 +14,7 @@ from optarena.tasks.external._spec import (
 )
 
 __all__ = [
+    "ExternalLimits",
     "ExternalMeasurement",
     "ExternalSpec",
     "FrozenExternal",

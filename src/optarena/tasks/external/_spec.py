@@ -61,6 +61,15 @@ class Benchmark(Command):
     direction: Literal["lower", "higher"] = "lower"
 
 
+class ExternalLimits(_Strict):
+    """The sandbox limits of every command of the task (unset: the sandbox's own)."""
+
+    memory_mb: int | None = Field(default=None, gt=0, description="address space per process")
+    processes: int | None = Field(default=None, gt=0, description="processes of the command")
+    open_files: int | None = Field(default=None, gt=0, description="open files per process")
+    file_size_mb: int | None = Field(default=None, gt=0, description="largest file written")
+
+
 class ExternalMeasurement(_Strict):
     """How the judge times an external project's benchmark (rounds, budget, minimum effect)."""
 
@@ -96,9 +105,7 @@ class ExternalSpec(_Strict):
     benchmark: Benchmark | None = None
     measurement: ExternalMeasurement = Field(default_factory=ExternalMeasurement)
     env: dict[str, str] = Field(default_factory=dict)
-    limits: dict[str, int] = Field(
-        default_factory=dict, description="memory_mb, processes, open_files, file_size_mb"
-    )
+    limits: ExternalLimits = Field(default_factory=ExternalLimits)
 
 
 class Frozen(_Strict):

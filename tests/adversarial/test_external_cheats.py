@@ -1,0 +1,100 @@
+"""Cheats against an external task (examples/external): the project's own gate and benchmark
+run the candidate's code, so what it can write, keep or start between runs must earn nothing.
+
+Each cheat is the example's hot path as it was (or wrong), plus a trick; none may read
+`improved`. The benchmark's own answer check, the sealed worktree, the fresh sandbox per
+command (private /tmp, read-only everything but the worktree, the process tree killed at the
+end) and the OS's cross-check are what stop them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adversarial._support import MARKER
+from external_example import EXAMPLE, make_project
+from optarena.judge._external import judge_external
+from optarena.tasks.external import freeze_external, load_frozen
+
+HOT_PATH = (EXAMPLE / "primes" / "primes.py").read_text()
+
+# A cache of the slow way's answers, kept where a later run would find it: a later run is fast.
+CACHE = """
+import json, os
+_CACHE = {where!r}
+
+
+def count_primes(n: int) -> int:
+    try:
+        with open(_CACHE) as f:
+            flags = json.load(f)
+    except (OSError, ValueError):
+        flags = [is_prime(k) for k in range(70_000)]
+        try:
+            with open(_CACHE, "w") as f:
+                json.dump(flags, f)
+        except OSError:
+            pass
+    return sum(flags[: n + 1])
+"""
+
+CHEATS = {
+    # fast because it looked up the answer to the benchmark's usual question
+    "lookup-table": HOT_PATH + "\n_slow = count_primes\n"
+    "count_primes = lambda n: 6057 if n > 50_000 else _slow(n)\n",
+    # wrong only where the tests do not look: large n, as the benchmark asks
+    "wrong-off-the-tests": HOT_PATH + "\n_slow = count_primes\n"
+    "count_primes = lambda n: n // 10 if n > 50_000 else _slow(n)\n",
+    "cache-in-the-worktree": HOT_PATH + CACHE.format(where=".primes-cache.json"),
+    "cache-in-tmp": HOT_PATH + CACHE.format(where="/tmp/primes-cache.json"),
+    "cache-in-dev-shm": HOT_PATH + CACHE.format(where="/dev/shm/primes-cache.json"),
+    # slow the other arm down: put a sleep into the baseline's worktree
+    "edit-the-baseline": HOT_PATH
+    + """
+import os
+_other = os.path.join(os.path.dirname(os.getcwd()), "baseline", "primes.py")
+try:
+    with open(_other, "a") as f:
+        f.write("\\nimport time\\ntime.sleep(0.5)\\n")
+except OSError:
+    pass
+""",
+    # ... or leave a process burning CPU while the baseline runs
+    "burner-left-behind": HOT_PATH
+    + f"""
+import os, subprocess, sys
+if os.path.basename(sys.argv[0]) == "benchmark.py":
+    subprocess.Popen(
+        [sys.executable, "-c", "while True: pass", "{MARKER}"],
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+""",
+}
+REJECTED = {"lookup-table", "wrong-off-the-tests"}  # the benchmark checks its answers
+
+
+@pytest.fixture(scope="module")
+def frozen(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("external-cheats")
+    out = tmp / "frozen.toml"
+    freeze_external(make_project(tmp), out)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_an_external_cheat_never_earns_improved(tmp_path: Path, frozen: Path, cheat: str) -> None:
+    d = tmp_path / "cand"
+    d.mkdir()
+    (d / "primes.py").write_text(CHEATS[cheat])
+    r = judge_external(load_frozen(frozen), d, seed=3)
+    if cheat in REJECTED:
+        assert r.verdict == "rejected" and r.reason_codes == ["benchmark_failed"], r.reasons
+        assert "expected" in r.reasons[0]  # the benchmark's own message, quoted
+        return
+    assert r.verdict == "accepted", r.reasons  # correct: only its speed is in question
+    assert r.metrics is not None
+    assert r.metrics.verdict != "improved", (r.metrics.overall, r.metrics.crosscheck)
+    assert r.metrics.overall.ratio > 0.8  # no run found what an earlier one left
