@@ -8,9 +8,10 @@ arguments) and `idle` (its self-test calls no tool); the repair, given the exact
 baseline files, is offered only `bench`'s tool, calls it (the relay's telemetry in the ledger
 shows the call), writes the optimized file and is accepted; it is restored as the best.
 
-Codex, two iterations, task state continue: the build (in the resumed session) writes a skill,
-which qualifies and is visible to the second, fresh session, which starts from the first
-delivery.
+Codex, two iterations, task state continue: the build (in the resumed session) writes a skill
+and an MCP server, which qualify; the second, fresh session starts from the first delivery,
+sees the skill, finds the server's tool through Codex's tool search and calls it (approved by
+name: `codex exec` refuses an MCP call that needs approval), and the relay records the call.
 """
 
 from __future__ import annotations
@@ -130,14 +131,21 @@ def test_claude_builds_repairs_quarantines_activates_and_calls_a_tool(
     assert (where / "registry.json").is_file() and (where / "run.json").is_file()
 
 
-def test_codex_resumes_its_session_and_gets_the_skill_it_built(
+def test_codex_resumes_its_session_and_gets_the_skill_and_tool_it_built(
     agent_bins: dict[str, str], ledger: Ledger
 ) -> None:
     skill = "---\nname: rmsnorm-one-pass\ndescription: normalize rows in one pass\n---\nUse it.\n"
     plan = HarnessPlan(
         target="solution.py", baseline=BASE, first=FAST, later=None, later_starts_from=FAST,
-        marker="def rmsnorm", build={".harness/skills/rmsnorm-one-pass/SKILL.md": skill},
-        skills=("rmsnorm-one-pass",),
+        marker="def rmsnorm",
+        build={
+            ".harness/skills/rmsnorm-one-pass/SKILL.md": skill,
+            ".harness/mcp/bench/server.py": SERVER,
+            ".harness/mcp/bench/manifest.json": _manifest(
+                [{"tool": "probe", "arguments": {"n": 3}}]
+            ),
+        },
+        skills=("rmsnorm-one-pass",), tool_args={"probe": {"n": 5}},
     )  # fmt: skip
     script = HarnessScript(plan)
     with FakeModelServer(script) as fake:
@@ -147,11 +155,24 @@ def test_codex_resumes_its_session_and_gets_the_skill_it_built(
     assert [p.phase for p in one.phases] == ["attempt", "reflect", "build"]
     assert all(p.status == "completed" for p in one.phases), [p.detail for p in one.phases]
     assert one.phases[1].session_id == one.phases[0].session_id  # codex exec resume
-    assert [(a.kind, a.name, a.status) for a in one.built] == [
-        ("skill", "rmsnorm-one-pass", "qualified")
+    assert sorted((a.kind, a.name, a.status) for a in one.built) == [
+        ("mcp", "bench", "qualified"),
+        ("skill", "rmsnorm-one-pass", "qualified"),
     ]
-    assert [(a.kind, a.name) for a in two.active] == [("skill", "rmsnorm-one-pass")]
+    assert sorted((a.kind, a.name) for a in two.active) == [
+        ("mcp", "bench"),
+        ("skill", "rmsnorm-one-pass"),
+    ]
     assert script.saw_active[-1]  # the fresh session's request named the skill
+    # Codex defers MCP tools: the fresh session searched, then called the built tool, approved
+    # by name; the relay's telemetry in the ledger shows that call
+    assert script.called == ["mcp__bench__probe"]
+    trial = ledger.get(two.trial_id or "")
+    calls = read_telemetry(ledger.store.read_text(trial.artifacts["logs/harness_tool_calls.jsonl"]))
+    assert [(c.server, c.tool, c.status, c.arguments) for c in calls] == [
+        ("bench", "probe", "ok", {"n": 5})
+    ]
+    assert "checked 5 rows" in calls[0].result
     # continue: the second attempt wrote nothing and still delivered the first's file
     assert two.started_from == f"trial {one.trial_id}"
     assert two.verdict == "accepted" and two.candidate_sha256 == one.candidate_sha256

@@ -138,6 +138,10 @@ class ClaudeRunner(CliAgentRunner):
             env["CLAUDE_CODE_MAX_RETRIES"] = str(self.options.max_retries)
         if self.is_sandbox():
             env["IS_SANDBOX"] = "1"
+        if self.options.mcp_config:
+            # `-p` mode connects MCP servers in the background and, in the pinned 2.1.x
+            # releases, never offers a server still pending at start-up: wait for them.
+            env |= {"MCP_CONNECTION_NONBLOCKING": "false", "MCP_CONNECT_TIMEOUT_MS": "30000"}
         return env
 
     def parse(self, stdout: Path) -> Parsed:

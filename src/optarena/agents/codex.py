@@ -82,6 +82,27 @@ def toml_value(value: Any) -> str:
     raise OptarenaError(f"codex: cannot express {value!r} as a TOML value")
 
 
+MCP_STARTUP_TIMEOUT_S = 60.0
+
+
+def codex_mcp_server(command: list[str], tools: list[str], tool_timeout_s: float) -> dict[str, Any]:
+    """The `mcp_servers.NAME` table for a server optarena offers to `codex exec` and whose tools
+    the agent must be able to call. `required`: `codex exec` otherwise starts the first turn
+    without waiting for MCP servers, and a server still starting is missing from that turn's
+    tool search; required, Codex waits for it (up to `startup_timeout_sec`) and fails the run if
+    it cannot start, instead of running an agent without the tools it was promised. Each tool
+    is approved by name (as Claude Code's allowed tools are): `codex exec` runs with approval
+    policy `never`, under which a tool that needs approval is refused, never asked about."""
+    return {
+        "command": command[0],
+        "args": command[1:],
+        "tools": {t: {"approval_mode": "approve"} for t in tools},
+        "required": True,
+        "startup_timeout_sec": MCP_STARTUP_TIMEOUT_S,
+        "tool_timeout_sec": tool_timeout_s,
+    }
+
+
 def codex_status(stream: CodexStream) -> tuple[AgentStatus | None, str]:
     """The status the event stream implies; None when it does not say."""
     if stream.turns_failed:

@@ -5,7 +5,8 @@ user's messages (`optarena-harness: reflect|build|repair`), none for an attempt.
 the script works like `optimize` (read, write, check) with the file content of the plan:
 `first` when nothing is active, `later` when an activated artifact is visible (an offered
 `mcp__...` tool, or a skill name in the request); the first attempt can also write a result
-file claiming success. A later attempt calls every offered MCP tool before it finishes.
+file claiming success. A later attempt calls every offered MCP tool before it finishes,
+after a tool search where the CLI defers them (Codex).
 Reflection answers in text; build and repair write the plan's files, one tool call each.
 Every step is found done by an identical earlier call with a result, never by a counter.
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 from optarena.fakemodel._conversation import Conversation
 from optarena.fakemodel._script import USAGE, OptimizeScript, Reply, Script, Tool
+from optarena.fakemodel._tools_script import SEARCH, call_offered
 from optarena.harness import BUILD_MARKER, REFLECT_MARKER, REPAIR_MARKER
 
 CLAIM_FILE = "result.json"
@@ -92,11 +94,19 @@ class HarnessScript(Script):
                 return Reply(rule, USAGE["write"], tool=tool)
         return Reply("finish", USAGE["finish"], text=text)
 
+    def _servers(self) -> list[str]:
+        """The MCP servers the plan builds (`.harness/mcp/NAME/...`)."""
+        paths = [*self.plan.build, *self.plan.repair]
+        return sorted({Path(p).parts[2] for p in paths if Path(p).parts[:2] == (".harness", "mcp")})
+
     def _active(self, conv: Conversation) -> bool:
         text = conv.all_text()
-        return any(t.startswith("mcp__") for t in conv.tools) or any(
-            s in text for s in self.plan.skills
-        )
+        if any(t.startswith("mcp__") for t in conv.tools):
+            return True
+        if any(s in text for s in self.plan.skills):
+            return True
+        # Codex defers MCP tools behind its tool search and announces each server's namespace
+        return SEARCH in conv.tools and any(f"mcp__{s}" in text for s in self._servers())
 
     def decide(self, conv: Conversation) -> Reply:
         phase = _phase(conv)
@@ -116,21 +126,35 @@ class HarnessScript(Script):
         for r in conv.results:
             if p.marker in r.output and r.output not in self.read:
                 self.read.append(r.output)
-        if later and p.later is None:
-            return Reply("finish", USAGE["finish"], text="The candidate is already optimized.")
         old, new = (p.later_starts_from, p.later) if later else (p.baseline, p.first)
-        assert new is not None
-        reply = OptimizeScript(p.target, old, new, p.marker).decide(conv)
-        if reply.rule != "finish":
-            return reply
+        if new is not None:
+            reply = OptimizeScript(p.target, old, new, p.marker).decide(conv)
+            if reply.rule != "finish":
+                return reply
         if not later and p.claim:
             tool = _write(conv, CLAIM_FILE, json.dumps(CLAIM) + "\n")
             if tool is not None and not self._done(conv, tool):
                 return Reply("claim", USAGE["write"], tool=tool)
+        return self._call_tools(conv) or Reply(
+            "finish",
+            USAGE["finish"],
+            text="The candidate is already optimized."
+            if new is None
+            else "All tests pass; 9.9x faster (result.json).",
+        )
+
+    def _call_tools(self, conv: Conversation) -> Reply | None:
+        """The next offered MCP tool not called yet (searched for first where Codex defers
+        them), or None when every one has been called."""
+        offered = [t for t in conv.tools if t.startswith("mcp__")]
+        searched = any(c.name == SEARCH for c in conv.calls)
+        if not offered and SEARCH in conv.tools and not searched and self._active(conv):
+            query = " ".join([*self._servers(), *self.plan.tool_args])
+            return Reply("tool-search", USAGE["check"], tool=Tool(SEARCH, {"query": query}))
         done = {c.name for c in conv.calls if conv.result_of(c) is not None}
-        for name in conv.tools:
-            if name.startswith("mcp__") and name not in done:
+        for name in offered:
+            if name not in done:
                 self.called.append(name)
-                args = p.tool_args.get(name.rsplit("__", 1)[-1], {})
-                return Reply("tool", USAGE["check"], tool=Tool(name, args))
-        return Reply("finish", USAGE["finish"], text="All tests pass; 9.9x faster (result.json).")
+                args = self.plan.tool_args.get(name.rsplit("__", 1)[-1], {})
+                return Reply("tool", USAGE["check"], tool=call_offered(conv, name, args))
+        return None

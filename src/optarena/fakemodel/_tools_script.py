@@ -15,6 +15,8 @@ and the calls then name that namespace, as a real model's would.
 
 from __future__ import annotations
 
+from typing import Any
+
 from optarena.fakemodel._conversation import Conversation
 from optarena.fakemodel._script import USAGE, OptimizeScript, Reply, Script, Tool
 
@@ -28,7 +30,7 @@ def _offered(conv: Conversation, tool: str) -> str | None:
     return next((t for t in conv.tools if t.endswith(f"__{tool}") or t == tool), None)
 
 
-def _call(conv: Conversation, name: str, args: dict[str, float]) -> Tool:
+def call_offered(conv: Conversation, name: str, args: dict[str, Any]) -> Tool:
     """A call of an offered tool, naming its namespace where a tool search loaded it in one."""
     if name in conv.namespaced:
         namespace, bare = conv.namespaced[name]
@@ -59,5 +61,5 @@ class TaskToolsScript(Script):
             if name is not None and name not in done:
                 args = {"budget_s": MEASURE_BUDGET_S} if tool == "measure" else {}
                 self.called.append(name)
-                return Reply(f"tool-{tool}", USAGE["check"], tool=_call(conv, name, args))
+                return Reply(f"tool-{tool}", USAGE["check"], tool=call_offered(conv, name, args))
         return Reply("finish", USAGE["finish"], text="All checks pass; the candidate is faster.")

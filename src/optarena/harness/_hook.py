@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from optarena.agents import AgentOutcome, RunContext
+from optarena.agents.codex import codex_mcp_server
 from optarena.errors import OptarenaError
 from optarena.harness._relay import ServerHost
 from optarena.runs import TrialHook, keep_log
 
 TELEMETRY_LOG = "harness_tool_calls.jsonl"
+CODEX_TOOL_TIMEOUT_S = 120.0  # a built tool's call; the attempt's own timeout still applies
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +53,13 @@ class HarnessHook(TrialHook):
         """`given` (the user's --agent-arg) with the servers added in the CLI's own terms."""
         if not self.hosts:
             return dict(given)
+        if agent == "codex":
+            tables = {
+                h.name: codex_mcp_server(h.argv(), s.tools, CODEX_TOOL_TIMEOUT_S)
+                for h, s in zip(self.hosts, self.servers, strict=True)
+            }
+            mine = json.loads(given["mcp_servers"]) if given.get("mcp_servers") else {}
+            return {**given, "mcp_servers": json.dumps({**mine, **tables})}
         servers: dict[str, dict[str, Any]] = {}
         for h in self.hosts:
             argv = h.argv()
@@ -63,9 +72,6 @@ class HarnessHook(TrialHook):
                 "mcp_config": json.dumps({"mcpServers": servers}),
                 "allowed_tools": allowed,
             }
-        if agent == "codex":
-            mine = json.loads(given["mcp_servers"]) if given.get("mcp_servers") else {}
-            return {**given, "mcp_servers": json.dumps({**mine, **servers})}
         raise OptarenaError(f"MCP servers can be activated for claude and codex, not '{agent}'")
 
     def before_agent(self, context: RunContext) -> RunContext | None:
@@ -78,14 +84,8 @@ class HarnessHook(TrialHook):
             return None
         for h in self.hosts:
             h.telemetry = context.paths.work / TELEMETRY_LOG
-        # Claude Code's -p mode offers only servers connected at start-up: make it wait.
-        env = {
-            **context.env,
-            "MCP_CONNECTION_NONBLOCKING": "false",
-            "MCP_CONNECT_TIMEOUT_MS": "30000",
-        }
         ports = [h.port for h in self.hosts if h.port is not None]
-        return dataclasses.replace(context, env=env, proxy_ports=(*context.proxy_ports, *ports))
+        return dataclasses.replace(context, proxy_ports=(*context.proxy_ports, *ports))
 
     def after_agent(self, context: RunContext, outcome: AgentOutcome) -> AgentOutcome:
         if not self.hosts:
