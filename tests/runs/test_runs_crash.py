@@ -165,8 +165,10 @@ def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
         err = proc.stderr.read().decode() if proc.stderr else ""
         # not silent: what was recorded, where, and what to do next
         assert "interrupted: trial " in err and "recorded as interrupted (during agent" in err
-        assert str(tmp_path / "ledger" / "ledger.db") in err.replace("\n", "")
-        assert "it keeps the delivery" in err and "optarena trial rejudge" in err
+        # one line each, never folded mid-word: the path and the command can be copied
+        (line,) = [x for x in err.splitlines() if x.startswith("interrupted: trial ")]
+        assert str(tmp_path / "ledger" / "ledger.db") in line
+        assert "it keeps the delivery" in line and "`optarena trial rejudge " in line
         assert "Traceback" not in err
         assert _wait_dead(agent_pid)
         assert _wait_dead(daemon_pid)  # detached, in its own session: ended all the same

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = app(args=argv, prog_name="optarena", standalone_mode=False)
     except OptarenaError as e:
-        err_console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {e}", highlight=False)
         return 2
     except SystemExit as e:
         return int(e.code or 0)

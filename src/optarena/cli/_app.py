@@ -18,8 +18,11 @@ app = typer.Typer(
 task_app = typer.Typer(help="Inspect, start and qualify tasks.", no_args_is_help=True)
 app.add_typer(task_app, name="task")
 
+# Soft wrap: a message is one line however long, and the terminal folds it. Rich's own wrapping
+# at the console width (80 columns when stderr is not a terminal) breaks paths and commands
+# mid-word, so a path could not be copied from a log.
 console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _print_version(value: bool) -> None:
