@@ -14,6 +14,7 @@ from optarena.harness import (
     Registry,
     export_artifacts,
     load_registry,
+    load_run,
     qualify,
     save_registry,
     scan_area,
@@ -149,5 +150,23 @@ def test_a_registry_of_another_version_is_refused(tmp_path: Path) -> None:
     save_registry(Registry(run="r"), path)
     assert load_registry(path).run == "r"
     path.write_text(json.dumps({"schema_version": 99, "run": "r", "artifacts": []}))
-    with pytest.raises(OptarenaError, match="schema_version 99"):
+    with pytest.raises(OptarenaError, match="version 99 is newer than this optarena reads"):
         load_registry(path)
+
+
+def test_registry_and_run_files_go_through_the_records_migrations(tmp_path: Path) -> None:
+    """A version-0 file is bad input; one without `schema_version` is version 1 (as every first
+    version was); a newer one names the upgrade."""
+    path = tmp_path / "registry.json"
+    path.write_text(json.dumps({"run": "r", "artifacts": []}))
+    assert load_registry(path).schema_version == 1
+    path.write_text(json.dumps({"schema_version": 0, "run": "r", "artifacts": []}))
+    with pytest.raises(OptarenaError, match="positive integer"):
+        load_registry(path)
+    path.write_text("[]")
+    with pytest.raises(OptarenaError, match="JSON object"):
+        load_registry(path)
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"schema_version": 2, "id": "x"}))
+    with pytest.raises(OptarenaError, match=r"harness_run record version 2 is newer.*upgrade"):
+        load_run(run)

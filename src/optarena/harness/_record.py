@@ -3,7 +3,8 @@
 Every phase of every iteration is a `PhaseRecord` with its time, tokens and cost (unknown stays
 None); the attempt is also a trial in the ledger (`trial_id`), judged there. Reflection, build
 and repair happen outside any trial and are charged to the run: `HarnessRun.totals` sums them
-apart from the attempts. A run file of an unknown schema version is refused.
+apart from the attempts. A run file is read through the records' migration steps; one newer
+than this optarena is refused.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ class HarnessRun(_Model):
 
 
 def load_run(path: Path) -> HarnessRun:
-    return load_versioned(path, HarnessRun, RUN_SCHEMA_VERSION, "harness run")
+    return load_versioned(path, HarnessRun, "harness_run", RUN_SCHEMA_VERSION, "harness run")
 
 
 def save_run(run: HarnessRun, path: Path) -> None:

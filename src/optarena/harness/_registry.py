@@ -1,8 +1,9 @@
 """The harness registry: every artifact a run built, with its content hash and status.
 
-Versioned like every on-disk record; a registry of an unknown version is refused, never read
-as if it were this one. An artifact is identified by kind, name and content hash: a failing
-version is quarantined by its hash and never replaces, or is confused with, a qualified one.
+Versioned like every on-disk record and read through the records' migration steps; a registry
+newer than this optarena is refused, never read as if it were this version. An artifact is
+identified by kind, name and content hash: a failing version is quarantined by its hash and
+never replaces, or is confused with, a qualified one.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from optarena.errors import OptarenaError
+from optarena.records import RecordKind, migrate_values
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -79,20 +81,19 @@ def content_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def load_versioned(path: Path, model: type[M], current: int, what: str) -> M:
-    """A harness file (`what`: registry, harness run) of exactly this optarena's version; a
-    clear error naming the file, the version or the field otherwise."""
+def load_versioned(path: Path, model: type[M], kind: RecordKind, current: int, what: str) -> M:
+    """A harness file (`what`: registry, harness run) of this optarena's version or an older one
+    it migrates (`records.migrate_values`); a clear error naming the file, the version or the
+    field otherwise (a newer file is refused, never read as if it were this version)."""
     try:
         data: Any = json.loads(path.read_text())
     except OSError as e:
         raise OptarenaError(f"{path}: cannot read the {what}: {e.strerror or e}") from None
     except ValueError as e:
         raise OptarenaError(f"{path}: not JSON: {e}") from None
-    version = data.get("schema_version") if isinstance(data, dict) else None
-    if version != current:
-        raise OptarenaError(
-            f"{path}: {what} schema_version {version!r} is not one this optarena reads ({current})"
-        )
+    if not isinstance(data, dict):
+        raise OptarenaError(f"{path}: the {what} must be a JSON object")
+    data = migrate_values(kind, data, current=current, where=str(path))
     try:
         return model.model_validate(data)
     except ValidationError as e:
@@ -102,7 +103,7 @@ def load_versioned(path: Path, model: type[M], current: int, what: str) -> M:
 
 
 def load_registry(path: Path) -> Registry:
-    return load_versioned(path, Registry, REGISTRY_SCHEMA_VERSION, "registry")
+    return load_versioned(path, Registry, "registry", REGISTRY_SCHEMA_VERSION, "registry")
 
 
 def save_registry(registry: Registry, path: Path) -> None:

@@ -58,6 +58,7 @@ from optarena.records._metrics import (
 )
 from optarena.records._migrate import (
     MIGRATIONS,
+    RecordKind,
     RecordMigration,
     load_call,
     load_judgement,
@@ -120,6 +121,7 @@ __all__ = [
     "Metrics",
     "PairSamples",
     "Protocol",
+    "RecordKind",
     "RecordMigration",
     "Stop",
     "StopReason",

@@ -28,11 +28,11 @@ from optarena.records._tool_calls import TELEMETRY_SCHEMA_VERSION, ToolCallRecor
 from optarena.records._trial import TRIAL_RECORD_VERSION, Judgement, TrialRecord
 
 # Formats whose models live in the package that owns them (task packages, external specs,
-# task-tool telemetry, experiment locks, the harness registry) pass their version as
+# task-tool telemetry, experiment locks, the harness registry and run) pass their version as
 # `current`; they read through the same steps.
 RecordKind = Literal[
     "trial", "judgement", "call", "plan", "comparison", "task", "external_task", "tool_call",
-    "lock", "registry",
+    "lock", "registry", "harness_run",
 ]  # fmt: skip
 M = TypeVar("M", bound=BaseModel)
 
