@@ -118,3 +118,21 @@ def test_output_descriptors_are_validated() -> None:
             assert out.read(d) is None, d
     finally:
         out.close()
+
+
+def test_closing_an_area_twice_leaves_a_reused_descriptor_number_alone() -> None:
+    """A worker that times out is closed at once and again when its `with` block ends: the
+    second close must not close what was opened since under the same number (it was a lease
+    lock or another worker's pipe: the lock went, and another process's sweep killed that
+    worker with SIGKILL)."""
+    for area in (InputArena(1 << 16), OutputArena(1 << 16)):
+        number = area.fd
+        area.close()
+        r, w = os.pipe()
+        os.dup2(r, number)  # something else now open under the freed number
+        try:
+            area.close()
+            os.fstat(number)  # still open
+        finally:
+            for fd in {r, w, number}:  # the pipe may have got the freed number itself
+                os.close(fd)

@@ -85,11 +85,15 @@ class _Memfd:
         self.view = np.frombuffer(self.map, dtype=np.uint8)
 
     def close(self) -> None:
+        """Idempotent. A second `os.close` of the number would close whatever the process
+        opened under it since (another worker's pipe or uid-lease lock, the ledger's file)."""
         self.view = np.zeros(0, dtype=np.uint8)
         with contextlib.suppress(BufferError, ValueError):
             self.map.close()
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
 
 
 @dataclass
