@@ -93,6 +93,20 @@ def test_an_mcp_server_qualifies_only_when_its_self_test_calls_every_tool(tmp_pa
     assert not failing.passed and "returned an error" in failing.report
 
 
+def test_a_failing_servers_stderr_is_in_its_report_not_on_the_terminal(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    d = _mcp(tmp_path, "noisy", GOOD_TEST)
+    (d / "server.py").write_text(
+        "import sys\nprint('cannot open the model file weights.bin', file=sys.stderr)\n"
+        "sys.exit(3)\n"
+    )
+    result = qualify("mcp", d)
+    assert not result.passed
+    assert "closed; its stderr ends: cannot open the model file weights.bin" in result.report
+    assert "weights.bin" not in capfd.readouterr().err
+
+
 def test_a_tool_runs_its_test_contained(tmp_path: Path) -> None:
     d = tmp_path / "tools" / "probe"
     d.mkdir(parents=True)

@@ -19,11 +19,12 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 
 QUALIFY_TIMEOUT_S = 30.0
+STDERR_KEPT = 800  # the end of a failing server's stderr, in its report
 
 
 @dataclass(frozen=True)
@@ -87,15 +88,17 @@ def contained(argv: list[str], cwd: Path, replay: Path) -> list[str]:
 
 
 async def _mcp_check(
-    argv: list[str], cwd: Path, replay: Path, self_test: list[dict[str, Any]]
+    argv: list[str], cwd: Path, replay: Path, self_test: list[dict[str, Any]], errlog: TextIO
 ) -> str:
-    """'' when the server passes; else what failed."""
+    """'' when the server passes; else what failed. The server's stderr goes to `errlog`
+    (never the user's terminal; its end is part of a failure's report)."""
     from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
 
     wrapped = contained(argv, cwd, replay)
     params = StdioServerParameters(command=wrapped[0], args=wrapped[1:], cwd=str(cwd))
     with anyio.fail_after(QUALIFY_TIMEOUT_S):
-        async with Client(params) as client:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
             listed = await client.list_tools()
             names = sorted(t.name for t in listed.tools)
             if not names:
@@ -112,6 +115,14 @@ async def _mcp_check(
     return ""
 
 
+def _first_leaf(e: BaseException) -> BaseException:
+    """The first real error inside the SDK's task-group wrappers (their own message says only
+    'unhandled errors in a TaskGroup')."""
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    return e
+
+
 def qualify_mcp(path: Path, replay: Path) -> Qualification:
     data, why = _manifest(path)
     if data is None:
@@ -126,16 +137,18 @@ def qualify_mcp(path: Path, replay: Path) -> Qualification:
         or not all(isinstance(c, dict) and isinstance(c.get("tool"), str) for c in self_test)
     ):
         return Qualification(False, "manifest.json 'self_test' must list tool calls (none given)")
-    try:
-        failure = anyio.run(_mcp_check, argv, path, replay, self_test)
-    except TimeoutError:
-        return Qualification(
-            False, f"no answer to initialize/tools/list within {QUALIFY_TIMEOUT_S:g} s"
-        )
-    except Exception as e:  # the server crashed or spoke something else than MCP
-        return Qualification(False, f"the server failed: {type(e).__name__}: {e}"[:500])
-    if failure:
-        return Qualification(False, failure)
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        try:
+            failure = anyio.run(_mcp_check, argv, path, replay, self_test, errlog)
+        except TimeoutError:
+            failure = f"no answer to initialize/tools/list within {QUALIFY_TIMEOUT_S:g} s"
+        except Exception as e:  # the server crashed or spoke something else than MCP
+            leaf = _first_leaf(e)
+            failure = f"the server failed: {type(leaf).__name__}: {leaf}"[:500]
+        if failure:
+            errlog.seek(0)
+            tail = errlog.read()[-STDERR_KEPT:].strip()
+            return Qualification(False, f"{failure}; its stderr ends: {tail}" if tail else failure)
     return Qualification(
         True, f"answers tools/list; self-test called every tool ({len(self_test)} calls)"
     )
