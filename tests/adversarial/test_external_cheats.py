@@ -9,6 +9,7 @@ end) and the OS's cross-check are what stop them.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,41 @@ def test_an_external_cheat_never_earns_improved(tmp_path: Path, frozen: Path, ch
     assert r.metrics is not None
     assert r.metrics.verdict != "improved", (r.metrics.overall, r.metrics.crosscheck)
     assert r.metrics.overall.ratio > 0.8  # no run found what an earlier one left
+
+
+def test_a_link_where_the_holdout_goes_never_makes_the_judge_write_outside(
+    tmp_path: Path,
+) -> None:
+    """The judge copies the holdout over the candidate's tree as its own user (root, here).
+    A patch whose in-scope entry `hidden` is a link to a directory outside, exactly where the
+    holdout's `hidden/` goes, had it write the holdout there (any path, any directory the judge
+    can write). The link is replaced by the holdout's directory instead."""
+    spec = make_project(
+        tmp_path, {'editable = ["primes.py"]': 'editable = ["primes.py", "hidden"]'}
+    )
+    holdout = tmp_path / "holdout" / "hidden"
+    holdout.mkdir(parents=True)
+    (holdout / "test_hidden.py").write_text("# the holdout's test\n")
+    text = spec.read_text().replace(
+        'junit = "report.xml"', 'junit = "report.xml"\nholdout = "holdout"'
+    )
+    spec.write_text(text)
+    frozen = tmp_path / "frozen.toml"
+    freeze_external(spec, frozen)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    repo = tmp_path / "primes"
+    (repo / "hidden").symlink_to(outside)
+    subprocess.run(["git", "add", "hidden"], cwd=repo, check=True)
+    patch = tmp_path / "link.patch"
+    patch.write_bytes(
+        subprocess.run(
+            ["git", "diff", "--cached", "--binary"], cwd=repo, check=True, capture_output=True
+        ).stdout
+    )
+    assert b"new file mode 120000" in patch.read_bytes()
+    subprocess.run(["git", "reset", "-q"], cwd=repo, check=True)
+    (repo / "hidden").unlink()
+    r = judge_external(load_frozen(frozen), patch, measure=False, seed=5)
+    assert list(outside.iterdir()) == []  # nothing written through the link
+    assert r.verdict == "accepted", r.reasons  # primes.py unchanged: the base, as judged

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from optarena.judge._external_tree import SealedTree, tree_digests
+from optarena.judge._external_tree import SealedTree, copy_over, tree_digests
 
 
 def _tree(tmp_path: Path) -> Path:
@@ -75,3 +75,32 @@ def test_a_pristine_copy_keeps_file_modes(tmp_path: Path) -> None:
     sealed.restore(after="`cmd`")
     assert (t / "run.sh").stat().st_mode & 0o777 == 0o755
     assert sealed.changed == {"run.sh": "`cmd`"}
+
+
+def test_copying_over_a_tree_never_writes_through_its_links(tmp_path: Path) -> None:
+    """The judge copies the holdout (and a directory candidate) over a tree a candidate's patch
+    has written: a link there (to a directory or a file outside) is replaced, never followed."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("keep me")
+    src = tmp_path / "holdout"
+    (src / "tests").mkdir(parents=True)
+    (src / "tests" / "test_hidden.py").write_text("hidden")
+    (src / "victim.txt").write_text("holdout's")
+    (src / "link").symlink_to("tests/test_hidden.py")
+    (src / ".git").mkdir()
+    (src / ".git" / "config").write_text("x")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "tests").symlink_to(outside)  # a directory link where the copy goes
+    (tree / "victim.txt").symlink_to(outside / "victim.txt")  # a file link where it goes
+    copied = copy_over(src, tree, skip=(".git",))
+    assert sorted(copied) == ["link", "tests/test_hidden.py", "victim.txt"]
+    assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
+    assert (outside / "victim.txt").read_text() == "keep me"
+    assert not (tree / "tests").is_symlink() and (tree / "tests" / "test_hidden.py").is_file()
+    assert (tree / "victim.txt").read_text() == "holdout's" and not (
+        tree / "victim.txt"
+    ).is_symlink()
+    assert os.readlink(tree / "link") == "tests/test_hidden.py"  # links copied as links
+    assert not (tree / ".git").exists()

@@ -14,7 +14,6 @@ import hashlib
 import math
 import random
 import secrets
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from optarena.judge._external_run import (
     read_metric,
     run_command,
 )
-from optarena.judge._external_tree import SealedTree, tree_digests
+from optarena.judge._external_tree import SealedTree, copy_over, tree_digests
 from optarena.judge._measure_report import summarize
 from optarena.judge._result import Check
 from optarena.judge._stats import decided, estimate
@@ -125,12 +124,7 @@ def _apply(candidate: Path, tree: Path) -> str:
         return "patch"
     if not candidate.is_dir():
         raise OptarenaError(f"candidate {candidate}: neither a patch file nor a directory")
-    for src in sorted(candidate.rglob("*")):
-        rel = src.relative_to(candidate)
-        if rel.parts[0] == ".git" or src.is_dir():
-            continue
-        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, tree / rel)
+    copy_over(candidate, tree, skip=(".git",))
     return "directory"
 
 
@@ -182,7 +176,7 @@ def _prepare(ctx: _Ctx, tree: Path, arm: str, pristine: Path) -> None:
     candidate's else."""
     f = ctx.frozen
     if f.holdout is not None:
-        shutil.copytree(f.holdout, tree, dirs_exist_ok=True)
+        copy_over(f.holdout, tree)
     before = tree_digests(tree)
     if f.spec.setup is not None:
         r = ctx.run(f.spec.setup.command, tree, f.spec.setup.timeout_s)

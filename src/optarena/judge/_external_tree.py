@@ -57,6 +57,37 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
+def copy_over(src: Path, tree: Path, skip: Iterable[str] = ()) -> list[str]:
+    """Copy every entry of `src` over `tree` (links copied as links), never through an entry
+    `tree` holds: the judge writes as its own user, and a candidate's patch can put a symlink
+    where a copied path goes (`tests -> /etc`, or an editable file linked to one of the judge's
+    own), which a plain copy would follow. What is in the way is removed, as if `tree` were
+    empty there. `skip`: top-level names not copied. Returns the files copied."""
+    copied: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
+        here = Path(dirpath)
+        rel = here.relative_to(src)
+        if not rel.parts:
+            dirnames[:] = [n for n in dirnames if n not in skip]
+            filenames = [n for n in filenames if n not in skip]
+        dest_dir = tree / rel  # a real directory: made so one level up, or `tree` itself
+        for name in sorted((*dirnames, *filenames)):
+            s, d = here / name, dest_dir / name
+            if s.is_symlink():
+                _remove(d)
+                os.symlink(os.readlink(s), d)
+            elif s.is_dir():
+                if not d.is_dir() or d.is_symlink():
+                    _remove(d)
+                    d.mkdir()
+            else:
+                _remove(d)
+                shutil.copy2(s, d, follow_symlinks=False)
+            if not s.is_dir() or s.is_symlink():
+                copied.append((rel / name).as_posix())
+    return copied
+
+
 @dataclass
 class SealedTree:
     """A prepared worktree, its digests and a pristine copy; see the module docstring."""
