@@ -184,3 +184,38 @@ def test_registry_and_run_files_go_through_the_records_migrations(tmp_path: Path
     run.write_text(json.dumps({"schema_version": 2, "id": "x"}))
     with pytest.raises(OptarenaError, match=r"harness_run record version 2 is newer.*upgrade"):
         load_run(run)
+
+
+def test_an_artifact_holding_a_link_is_quarantined_and_what_it_names_is_never_read(
+    tmp_path: Path,
+) -> None:
+    """The agent writes `.harness/` and optarena copies it (snapshot, activation) as its own
+    user: a skill whose extra file links to a file the agent cannot read, or a doc that is a
+    link, would have had that file's bytes copied into the next session's workspace."""
+    secret = tmp_path / "secret.key"
+    secret.write_text("SECRET-KEY-BYTES")
+    secret.chmod(0o600)
+    area, snaps = tmp_path / ".harness", tmp_path / "snapshots"
+    skill = _skill(area, "leaky", "---\nname: leaky\ndescription: a skill\n---\nUse it.\n")
+    (skill / "notes.txt").symlink_to(secret)
+    (area / "docs").mkdir()
+    (area / "docs" / "key.md").symlink_to(secret)
+    reg = Registry(run="r")
+    added = scan_area(reg, area, snaps, iteration=1)
+    assert sorted((a.kind, a.name, a.status) for a in added) == [
+        ("doc", "key.md", "quarantined"),
+        ("skill", "leaky", "quarantined"),
+    ]
+    assert all("not a plain file" in a.report for a in added), [a.report for a in added]
+    assert reg.qualified() == []
+    for a in added:  # kept on disk as it was, the link a link
+        assert not any(
+            p.is_file() and not p.is_symlink() and "SECRET" in p.read_text()
+            for p in [snaps / a.path, *(snaps / a.path).rglob("*")]
+        )
+    export_artifacts(reg, snaps, tmp_path / "export")
+    assert not any(
+        "SECRET" in p.read_text()
+        for p in (tmp_path / "export").rglob("*")
+        if p.is_file() and not p.is_symlink()
+    )

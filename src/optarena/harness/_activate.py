@@ -14,7 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
-from optarena.harness._registry import Registry
+from optarena.harness._registry import Registry, copy_entry
 
 SKILL_DIRS = {"claude": ".claude/skills", "codex": ".agents/skills"}
 
@@ -34,11 +34,11 @@ def export_artifacts(registry: Registry, snapshots: Path, dest: Path) -> list[st
         src = snapshots / a.path
         if a.kind == "skill":
             for d in SKILL_DIRS.values():
-                shutil.copytree(src, dest / d / a.name)
+                shutil.copytree(src, dest / d / a.name, symlinks=True)
                 written.append(f"{d}/{a.name}")
         elif a.kind == "mcp":
             target = dest / ".harness" / "mcp" / a.name
-            shutil.copytree(src, target)
+            shutil.copytree(src, target, symlinks=True)
             manifest = json.loads((src / "manifest.json").read_text())
             servers[a.name] = {
                 "command": manifest["command"],
@@ -49,11 +49,8 @@ def export_artifacts(registry: Registry, snapshots: Path, dest: Path) -> list[st
         else:
             sub = {"tool": "tools", "verifier": "verifiers", "fixture": "fixtures", "doc": "docs"}
             target = dest / ".harness" / sub[a.kind] / a.name
-            if src.is_dir():
-                shutil.copytree(src, target)
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src, target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            copy_entry(src, target)
             written.append(f".harness/{sub[a.kind]}/{a.name}")
     if servers:
         (dest / "mcp-servers.json").write_text(json.dumps({"servers": servers}, indent=1) + "\n")

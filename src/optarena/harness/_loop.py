@@ -42,7 +42,13 @@ from optarena.harness._record import (
     RunSettings,
     save_run,
 )
-from optarena.harness._registry import ArtifactEntry, Registry, load_registry, save_registry
+from optarena.harness._registry import (
+    ArtifactEntry,
+    Registry,
+    copy_entry,
+    load_registry,
+    save_registry,
+)
 from optarena.harness._scan import area_status, scan_area
 from optarena.harness._score import better, count_calls, score_of, stop_reason
 from optarena.harness._session import follow_up
@@ -147,7 +153,7 @@ class _Loop:
                 raise OptarenaError(f"{src}: the registry names a snapshot that is not there")
             dest = self.snapshots / a.path
             dest.parent.mkdir(parents=True, exist_ok=True)
-            (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest)
+            copy_entry(src, dest)
             self.registry.add(a.model_copy(update={"iteration": 0}))
 
     def save(self) -> None:

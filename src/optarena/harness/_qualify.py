@@ -193,9 +193,9 @@ def qualify(kind: str, path: Path, workspace_files: Path | None = None) -> Quali
         local = replay / ".harness" / path.name
         local.parent.mkdir(parents=True, exist_ok=True)
         if path.is_dir():
-            shutil.copytree(path, local)
+            shutil.copytree(path, local, symlinks=True)
         else:
-            shutil.copy2(path, local)
+            shutil.copy2(path, local, follow_symlinks=False)
         if kind == "skill":
             return qualify_skill(local)
         if kind == "mcp":

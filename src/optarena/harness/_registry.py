@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -73,12 +75,57 @@ class Registry(BaseModel):
 
 
 def content_sha256(path: Path) -> str:
+    """Hash of every entry's name and bytes (a link's target as text: never followed, since
+    the agent wrote the tree and optarena reads it as its own user)."""
     h = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for f in files:
-        h.update(f.relative_to(path.parent if path.is_file() else path).as_posix().encode())
-        h.update(b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    if path.is_symlink() or not path.is_dir():
+        entries = [(path, path.name)]
+    else:
+        entries = [(path / rel, rel) for rel in _walk(path)]
+    for f, rel in entries:
+        h.update(rel.encode())
+        if f.is_symlink():
+            h.update(b"\0link\0" + os.readlink(f).encode(errors="surrogateescape"))
+        elif f.is_file():
+            h.update(b"\0" + hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()
+
+
+def _walk(root: Path) -> list[str]:
+    """Relative paths of the files and links under `root` (links to directories not entered)."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        links = [d for d in dirnames if (here / d).is_symlink()]
+        for name in (*filenames, *links):
+            out.append((here / name).relative_to(root).as_posix())
+    return sorted(out)
+
+
+def copy_entry(src: Path, dest: Path) -> None:
+    """Copy a file or directory with links kept as links (never read through)."""
+    if src.is_symlink():
+        os.symlink(os.readlink(src), dest)
+    elif src.is_dir():
+        shutil.copytree(src, dest, symlinks=True)
+    else:
+        shutil.copy2(src, dest, follow_symlinks=False)
+
+
+def not_plain(path: Path) -> list[str]:
+    """What in an artifact is not a plain file or directory (links, FIFOs, devices): optarena
+    copies artifacts into snapshots and into the next session's workspace, and a link would
+    have it read, as its own user, whatever the link names (a key, another trial's files)."""
+    if path.is_symlink() or not (path.is_dir() or path.is_file()):
+        return [path.name]
+    if not path.is_dir():
+        return []
+    bad = []
+    for rel in _walk(path):
+        f = path / rel
+        if f.is_symlink() or not f.is_file():
+            bad.append(f"{path.name}/{rel}")
+    return bad
 
 
 def load_versioned(path: Path, model: type[M], kind: RecordKind, current: int, what: str) -> M:

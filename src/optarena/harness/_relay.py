@@ -87,7 +87,7 @@ class ServerHost:
                 return
             n += 1
             copy = self._tmp / f"conn{n}" / self.name
-            shutil.copytree(self.snapshot, copy)
+            shutil.copytree(self.snapshot, copy, symlinks=True)
             # only its own copy is writable (the sandbox gives it to the server's uid; the
             # workspace stays the agent's, readable)
             argv = [*CONTAINED, "--writable", str(copy), "--", *self.command]

@@ -4,11 +4,17 @@ replaces a qualified version of the same name."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-from optarena.harness._qualify import qualify
-from optarena.harness._registry import KIND_DIRS, ArtifactEntry, Registry, content_sha256
+from optarena.harness._qualify import Qualification, qualify
+from optarena.harness._registry import (
+    KIND_DIRS,
+    ArtifactEntry,
+    Registry,
+    content_sha256,
+    copy_entry,
+    not_plain,
+)
 
 
 def scan_area(
@@ -34,11 +40,17 @@ def scan_area(
             snap = snapshots / sha / path.name
             if not snap.exists():
                 snap.parent.mkdir(parents=True, exist_ok=True)
-                if path.is_dir():
-                    shutil.copytree(path, snap, symlinks=True)
-                else:
-                    shutil.copy2(path, snap)
-            q = qualify(kind, snap, workspace)
+                copy_entry(path, snap)  # links kept as links: never followed
+            bad = not_plain(path)
+            if bad:
+                why = ", ".join(bad[:5])
+                q = Qualification(
+                    False,
+                    f"not a plain file or directory: {why} (an artifact may hold only files "
+                    "and directories; a link would be read by optarena as its own user)",
+                )
+            else:
+                q = qualify(kind, snap, workspace)
             entry = ArtifactEntry(
                 kind=kind,
                 name=path.name,
