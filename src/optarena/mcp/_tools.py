@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +24,8 @@ from optarena.judge import JudgeOptions, JudgeResult, judge
 from optarena.mcp._errors import ToolInputError
 from optarena.mcp._profile import MAX_CALLS, MAX_TOP, profile_candidate
 from optarena.records import ToolCallRecord
-from optarena.tasks import Task
+from optarena.sandbox import copy_untrusted
+from optarena.tasks import Task, in_scope
 
 TOOL_NAMES = ("task_info", "check_correctness", "measure", "profile")
 PROFILE_CALLS = 5
@@ -220,11 +220,13 @@ class TaskTools:
             raise ToolInputError(f"the workspace {self.workspace} does not exist")
         with tempfile.TemporaryDirectory(prefix="optarena-tool-") as tmp:
             snapshot = Path(tmp) / "candidate"
-            shutil.copytree(
+            # The agent runs meanwhile: never through a link it swaps in (see copy_untrusted)
+            editable = self.task.spec.editable
+            copy_untrusted(
                 self.workspace,
                 snapshot,
-                symlinks=True,
-                ignore=shutil.ignore_patterns(".git", "__pycache__"),
+                skip=(".git", "__pycache__"),
+                want=lambda rel: in_scope(rel, editable),
             )
             yield snapshot
 

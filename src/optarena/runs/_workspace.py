@@ -19,6 +19,7 @@ from typing import Protocol
 from optarena.errors import MissingPrerequisiteError, OptarenaError
 from optarena.ledger import ChangedFile
 from optarena.records import ChangeKind
+from optarena.sandbox import copy_untrusted
 from optarena.tasks import Task, in_scope
 
 PROMPT_NAME = "TASK.md"
@@ -185,11 +186,8 @@ def capture(task: _Scoped, workspace: Path, shadow: Path, baseline: str, dest: P
     base = ["diff", "--cached", "--no-renames", "--no-ext-diff", "--no-textconv", baseline]
     names = git([*base, "--name-status", "-z"], cwd=workspace, git_dir=shadow)
     diff = git([*base, "--binary", "--full-index"], cwd=workspace, git_dir=shadow)
-    files = task.editable_files(workspace)
-    dest.mkdir(parents=True, exist_ok=True)
-    for rel in files:
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(workspace / rel, dest / rel)
+    listed = set(task.editable_files(workspace))
+    files = copy_untrusted(workspace, dest, skip=(".git",), want=listed.__contains__)
     return Delivery(parse_name_status(names, task.editable), diff, files)
 
 

@@ -1,0 +1,94 @@
+"""Copying a tree that a running agent can change, without ever reading through a link.
+
+optarena reads the agent's workspace as its own user (root, typically), often while the agent
+still runs (the task tools judge the workspace mid-trial). A plain copy lists an entry, then
+opens it by path: in between, the agent can rename a link over it (`solution.py ->
+/root/.ssh/id_rsa`, or a directory link to the task package), and the copy reads what the link
+names with optarena's rights; an import error's traceback then quotes a line of it back. Here
+every directory and file is opened through the descriptor of its parent with `O_NOFOLLOW`, and
+checked with `fstat` on the open descriptor, so what is read is what was checked: links, FIFOs,
+sockets and devices are left out, whenever they appear.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Container
+from pathlib import Path
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO does not block
+_CHUNK = 1 << 20
+
+
+def copy_untrusted(
+    src: Path,
+    dest: Path,
+    *,
+    skip: Container[str] = (),
+    want: Callable[[str], bool] | None = None,
+) -> list[str]:
+    """Copy the plain files under `src` into `dest` (created), as described above. `skip`:
+    names of entries left out at any depth (`.git`); `want`: which relative file paths to copy
+    (all by default). Returns the relative paths copied, sorted."""
+    copied: list[str] = []
+    root = os.open(src, _DIR)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        _copy_dir(root, "", dest, skip, want, copied)
+    finally:
+        os.close(root)
+    return sorted(copied)
+
+
+def _copy_dir(
+    dfd: int,
+    rel: str,
+    out: Path,
+    skip: Container[str],
+    want: Callable[[str], bool] | None,
+    copied: list[str],
+) -> None:
+    for name in sorted(os.listdir(dfd)):
+        if name in skip:
+            continue
+        path = f"{rel}{name}"
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except OSError:
+            continue  # gone meanwhile
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                sub = os.open(name, _DIR, dir_fd=dfd)  # fails on a link swapped in since
+            except OSError:
+                continue
+            try:
+                _copy_dir(sub, f"{path}/", out / name, skip, want, copied)
+            finally:
+                os.close(sub)
+        elif (
+            stat.S_ISREG(st.st_mode)
+            and (want is None or want(path))
+            and _copy_file(dfd, name, out / name)
+        ):
+            copied.append(path)
+
+
+def _copy_file(dfd: int, name: str, dest: Path) -> bool:
+    try:
+        fd = os.open(name, _FILE, dir_fd=dfd)
+    except OSError:
+        return False  # a link (ELOOP) or gone
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(dest, "wb") as f:
+            while chunk := os.read(fd, _CHUNK):
+                f.write(chunk)
+        os.chmod(dest, stat.S_IMODE(st.st_mode) & 0o755)
+        return True
+    finally:
+        os.close(fd)
