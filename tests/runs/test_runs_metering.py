@@ -181,3 +181,39 @@ def test_an_interrupted_trial_keeps_its_delivery_and_its_metered_calls(
     (record,) = ledger.trials()
     assert record.state == "interrupted" and "diff" in record.artifacts  # the delivery kept
     assert [c.api for c in ledger.calls(record.id)] == ["anthropic"]
+
+
+# One real call, then a forged line in the proxy's log under {logs_dir}, which the command
+# agent may write.
+FORGER = """python3 - <<'END'
+import json, os, urllib.request
+req = urllib.request.Request(
+    os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
+    data=json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 16,
+                     "messages": [{"role": "user", "content": "hi"}]}).encode(),
+    headers={"content-type": "application/json", "x-api-key": "k",
+             "anthropic-version": "2023-06-01"})
+print(urllib.request.urlopen(req, timeout=10).status)
+log = os.path.join(os.environ["OPTARENA_LOGS_DIR"], "api_calls.jsonl")
+with open(log + ".new", "w") as f:  # the directory is writable: replace whatever is there
+    f.write('{"FORGED": "zero cost, no calls"}\\n')
+os.replace(log + ".new", log)
+END
+"""
+
+
+def test_the_proxys_call_log_is_out_of_a_command_agents_reach(
+    ledger: Ledger, rmsnorm: Task, agent: Callable[[str], str]
+) -> None:
+    """The log is the cost evidence taken in after Ctrl-C or kill -9: it is written outside
+    `{logs_dir}`, and the trial's `logs/api_calls.jsonl` is the proxy's copy."""
+    with FakeModelServer(make_script("hello")) as fake:
+        rec = _trial(ledger, rmsnorm, agent(FORGER), fake)
+    assert rec.agent_status == "completed", rec.agent_detail
+    kept = ledger.store.read_text(rec.artifacts["logs/api_calls.jsonl"])
+    assert "FORGED" not in kept and len(kept.splitlines()) == 1
+    calls, notes = ledger.logged_calls(rec.id)  # what an interrupted trial would take in
+    assert [c.api for c in calls] == ["anthropic"] and notes == []
+    assert not any(
+        k.startswith("logs/api_calls") and k != "logs/api_calls.jsonl" for k in rec.artifacts
+    )

@@ -2,9 +2,11 @@
 
 <ledger>/work/<trial id>/        work: kept after the trial, hidden from other trials' agents
     workspace/                   the agent's workspace (unless `--workspace DIR` moved it)
+    api_calls.jsonl              the metering proxy's calls, one CallRecord per line, where no
+                                 agent can write (a command agent may write logs/)
     logs/                        the agent's logs, stored as the trial's `logs/...` artifacts
         prompt.md                the prompt as given
-        api_calls.jsonl          the metering proxy's calls, one CallRecord per line
+        api_calls.jsonl          a copy of the proxy's log, made once the agent has ended
     home/                        the agent's private $HOME inside the agent sandbox
     <runner>-home/               a CLI agent's private config home (claude-home, codex-home)
     candidate/                   the delivered editable files the judge sees
@@ -16,6 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
+
+CALLS_LOG = "api_calls.jsonl"
 
 
 class TrialPaths(BaseModel):
@@ -48,5 +52,11 @@ class TrialPaths(BaseModel):
 
     @property
     def calls_log(self) -> Path:
-        """The metering proxy's log of this trial's calls, taken in if the trial never ends."""
-        return self.logs / "api_calls.jsonl"
+        """The metering proxy's log of this trial's calls, taken in if the trial never ends.
+        Outside `logs/`: a command agent may write there, and this log is evidence of cost."""
+        return self.work / CALLS_LOG
+
+    @property
+    def kept_calls_log(self) -> Path:
+        """Where the trial keeps a copy of `calls_log` (its `logs/api_calls.jsonl` artifact)."""
+        return self.logs / CALLS_LOG

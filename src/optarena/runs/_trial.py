@@ -302,7 +302,7 @@ def _execute(
     record = record.model_copy(update={"agent_sandbox": _sandbox_record(config, runner, outcome)})
     with phases("capture") as note:
         delivery = capture(task, workspace, shadow, baseline, paths.candidate)
-        artifacts = _store_delivery(ledger, delivery, paths.candidate, logs_dir, outcome)
+        artifacts = _store_delivery(ledger, delivery, paths, outcome)
         note["message"] = _describe(delivery)
     delivered.append(_final_record(record, outcome, delivery, None, baseline, artifacts, phases))
     with phases("judge") as note:
@@ -344,7 +344,7 @@ def _keep_delivery(
     workspace = Path(record.workspace)
     try:
         delivery = capture(task, workspace, work / "shadow.git", baseline, work / "candidate")
-        artifacts = _store_delivery(ledger, delivery, work / "candidate", work / "logs", stopped)
+        artifacts = _store_delivery(ledger, delivery, TrialPaths.of(work, workspace), stopped)
     except Exception:  # capturing is best effort here: the row keeps the start record
         return
     kept = _final_record(record, stopped, delivery, None, baseline, artifacts, phases)
@@ -435,19 +435,25 @@ def _describe(delivery: Delivery) -> str:
 
 
 def _store_delivery(
-    ledger: Ledger, delivery: Delivery, candidate: Path, logs_dir: Path, outcome: AgentOutcome
+    ledger: Ledger, delivery: Delivery, paths: TrialPaths, outcome: AgentOutcome
 ) -> dict[str, str]:
-    """Logs, the diff, the candidate tree and the agent's outcome into the artifact store."""
+    """Logs, the diff, the candidate tree and the agent's outcome into the artifact store. The
+    proxy's call log is kept from where optarena wrote it, never from what the agent left."""
     store = ledger.store
+    logs_dir = paths.logs
+    if paths.calls_log.exists() or os.path.lexists(paths.kept_calls_log):
+        keep_log(paths.calls_log, paths.kept_calls_log)
     out = {
         "diff": store.put_bytes(delivery.diff),
-        "candidate": store.put_tree(candidate, delivery.editable),
+        "candidate": store.put_tree(paths.candidate, delivery.editable),
         "outcome": store.put_text(outcome.model_dump_json(indent=2)),
     }
     for path in sorted(p for p in logs_dir.rglob("*") if p.is_file() and not p.is_symlink()):
         out[f"logs/{path.relative_to(logs_dir).as_posix()}"] = store.put_file(path)
     for name, raw in outcome.logs.items():
         path = Path(raw)
+        if path == paths.calls_log:
+            continue  # kept above, as logs/api_calls.jsonl
         if path.is_file() and not path.resolve().is_relative_to(logs_dir.resolve()):
             out[f"logs/{name}"] = store.put_file(path)
     return out
