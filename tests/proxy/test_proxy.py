@@ -176,3 +176,46 @@ def test_stopping_waits_for_calls_in_flight_and_a_hung_up_call_is_recorded(
     assert sorted(c.stream for c in calls) == [False, True]
     assert all(c.status == 200 for c in calls)
     assert len((tmp_path / "c.jsonl").read_text().splitlines()) == 2
+
+
+def test_an_endpoint_the_proxy_cannot_meter_is_refused_not_forwarded(
+    fake: FakeModelServer, tmp_path: Path
+) -> None:
+    """Legacy completions, embeddings, batches: forwarded unmetered, an agent could spend
+    through them outside every budget. Model listing and token counting spend nothing."""
+    with MeteredSession(fake.url, ProxyLimits(max_calls=5), tmp_path / "c.jsonl") as s:
+        for path in ("/v1/completions", "/v1/messages/batches", "/v1/embeddings"):
+            status, raw, _ = post(s.url, path, {"model": "gpt-5", "prompt": "hi"})
+            assert status == 400 and b"not an API the proxy meters" in raw
+        post(s.url, "/v1/messages/count_tokens", body("anthropic", False))
+    assert fake.served == []  # no reply was generated (the scripted server counts tokens)
+    counted = [c for c in s.meter.calls if c.path == "/v1/messages/count_tokens"]
+    assert [(c.api, c.refused, c.status) for c in counted] == [("other", None, 200)]
+    refused = [c for c in s.meter.calls if c.refused]
+    assert [c.path for c in refused] == [
+        "/v1/completions",
+        "/v1/messages/batches",
+        "/v1/embeddings",
+    ]
+    assert s.meter.refusals == 0  # not a budget: the run's status is not budget_exceeded
+
+
+def test_a_budget_that_an_unknown_count_would_break_is_kept_by_refusing(
+    fake: FakeModelServer, tmp_path: Path
+) -> None:
+    """Unknown is not zero: a Chat Completions stream without include_usage reports no tokens,
+    so under a token budget the next call is refused; under a cost budget a model without a
+    price is refused before anything is spent."""
+    bare_stream = body("chat", True)
+    del bare_stream["stream_options"]
+    with MeteredSession(fake.url, ProxyLimits(max_tokens=10**9), tmp_path / "t.jsonl") as s:
+        assert post(s.url, PATHS["chat"], bare_stream)[0] == 200
+        status, raw, _ = post(s.url, PATHS["chat"], bare_stream)
+    assert status == 400 and b"reported no token counts" in raw
+    assert s.meter.calls[0].input_tokens is None and len(fake.served) == 1
+    unpriced = {**body("anthropic", False), "model": "model-nobody-prices"}
+    with MeteredSession(fake.url, ProxyLimits(max_cost_usd=5.0), tmp_path / "u.jsonl") as s:
+        status, raw, _ = post(s.url, PATHS["anthropic"], unpriced)
+        assert post(s.url, PATHS["anthropic"], body("anthropic", False))[0] == 200  # priced
+    assert status == 400 and b"no price for model 'model-nobody-prices'" in raw
+    assert len(fake.served) == 2  # the unpriced call never reached the upstream

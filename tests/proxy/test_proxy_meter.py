@@ -102,11 +102,11 @@ def test_no_calls_is_a_measured_zero() -> None:
 def test_limits_refuse_the_next_call(limits: ProxyLimits, reason: str) -> None:
     m = Meter(limits, PRICES)
     for seq in (1, 2):
-        assert m.admit() is None
+        assert m.admit("m-1") is None
         c = call(seq, input_tokens=100, output_tokens=15, cache_read_tokens=50)
         m.price(c)
         m.record(c)
-    refusal = m.admit()
+    refusal = m.admit("m-1")
     assert refusal is not None and refusal.startswith(reason)
     assert m.budget_hit
     assert Meter(ProxyLimits(max_calls=3), PRICES).admit() is None
@@ -131,3 +131,23 @@ def test_drain_waits_for_every_call_in_flight() -> None:
     t.start()
     assert m.drain(30) == 0 and len(m.calls) == 1
     t.join()
+
+
+def test_a_budget_an_unknown_count_would_break_refuses_the_next_call() -> None:
+    """Unknown is not zero: an answered call without token counts stops a token budget, one
+    without a known cost stops a cost budget, and an unpriced model is refused at once under a
+    cost budget. A failed call (no reply to count) stops nothing."""
+    m = Meter(ProxyLimits(max_tokens=10**6), PRICES)
+    assert m.admit("m-1") is None
+    m.record(call(1, status=500))  # failed: nothing to count
+    assert m.admit("m-1") is None
+    m.record(call(2))  # answered, no counts
+    assert (m.admit("m-1") or "").startswith("call 2 reported no token counts")
+    c = Meter(ProxyLimits(max_cost_usd=1.0), PRICES)
+    assert (
+        c.admit("no-such-model")
+        == "no price for model 'no-such-model': the cost budget cannot be kept"
+    )
+    assert c.admit("m-1") is None
+    c.record(call(1, input_tokens=5))  # counted, but no cost was worked out for it
+    assert (c.admit("m-1") or "").startswith("call 1 has no known cost")

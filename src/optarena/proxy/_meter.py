@@ -3,7 +3,9 @@ and the limits that refuse the next call once a budget is spent.
 
 Limits are checked before a call is forwarded: a call in flight is never cut mid-stream, so a
 run can overshoot a budget by at most the calls it had in flight when the budget ran out; the
-next call is refused with an API error the agent shows. Records never hold request headers,
+next call is refused with an API error the agent shows. A budget the proxy cannot keep (an
+answered call without token counts under a token limit, a model without a price under a cost
+limit) refuses the next call too: unknown is not zero. Records never hold request headers,
 so API keys never reach a log or the ledger.
 """
 
@@ -69,6 +71,9 @@ class Meter:
         self._in_flight: set[int] = set()  # seqs handed out, not yet recorded
         self._seq = 0
         self._spent_calls, self._spent_tokens, self._spent_usd = 0, 0, 0.0
+        # answered calls whose tokens or cost the reply left unknown (seq numbers)
+        self._unknown_tokens: list[int] = []
+        self._unknown_cost: list[int] = []
 
     def next_seq(self) -> int:
         """A new call's number; the call is in flight until `record` takes it."""
@@ -77,18 +82,38 @@ class Meter:
             self._in_flight.add(self._seq)
             return self._seq
 
-    def admit(self) -> str | None:
-        """None to forward the next call; else the reason it is refused.
+    def admit(self, model: str | None = None) -> str | None:
+        """None to forward the next call (for `model`); else the reason it is refused.
 
         An admitted call counts against the call budget at once, not when its reply ends:
         otherwise calls sent side by side would all be admitted under a budget of one."""
         with self._lock:
-            reason = self._over_budget()
+            reason = self._over_budget() or self._unenforceable(model)
             if reason:
                 self.refusals += 1
             else:
                 self._spent_calls += 1
             return reason
+
+    def _unenforceable(self, model: str | None) -> str | None:
+        """Why a set token or cost limit could not be kept for the next call: an unknown
+        count is not zero, so a budget that depends on one is refused rather than ignored."""
+        lim = self.limits
+        if lim.max_tokens is not None and self._unknown_tokens:
+            return (
+                f"call {self._unknown_tokens[0]} reported no token counts: the token budget "
+                "cannot be kept (for Chat Completions streams, ask for "
+                "stream_options.include_usage)"
+            )
+        if lim.max_cost_usd is not None:
+            if self.prices.lookup(model) is None:
+                return f"no price for model {model!r}: the cost budget cannot be kept"
+            if self._unknown_cost:
+                return (
+                    f"call {self._unknown_cost[0]} has no known cost: the cost budget "
+                    "cannot be kept"
+                )
+        return None
 
     def drain(self, timeout_s: float) -> int:
         """Wait until every call in flight is recorded (a reply reaches the agent before its
@@ -127,8 +152,14 @@ class Meter:
             self._in_flight.discard(call.seq)
             self._settled.notify_all()
             if call.refused is None and call.api != "other":  # running totals for admit()
-                self._spent_tokens += total_tokens(call) or 0
+                tokens = total_tokens(call)
+                self._spent_tokens += tokens or 0
                 self._spent_usd += call.cost_usd or 0.0
+                answered = call.status is not None and call.status < 400
+                if answered and tokens is None:
+                    self._unknown_tokens.append(call.seq)
+                if answered and call.cost_usd is None:
+                    self._unknown_cost.append(call.seq)
             if self.log_path is not None:
                 with self.log_path.open("a", encoding="utf-8") as f:
                     f.write(call.model_dump_json() + "\n")

@@ -29,6 +29,7 @@ from optarena.proxy._wire import (
     error_body,
     reply_id,
     request_fields,
+    spends_nothing,
     tokens_from_reply,
 )
 from optarena.records import CallRecord
@@ -118,7 +119,15 @@ class _Handler(BaseHTTPRequestHandler):
             stream=stream,
         )
         try:
-            refusal = meter.admit() if kind else None
+            if kind:
+                refusal = meter.admit(model)
+            elif not spends_nothing(call.path):
+                refusal = (
+                    f"{call.path} is not an API the proxy meters (Messages, Responses, Chat "
+                    "Completions, model listing, token counting); not forwarded"
+                )  # recorded as a refused call; not a budget, so the run's status stays
+            else:
+                refusal = None
             if refusal:
                 call.refused = refusal
                 call.status = 400

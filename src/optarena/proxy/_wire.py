@@ -11,6 +11,7 @@ nothing downstream double counts.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -18,8 +19,7 @@ ApiKind = Literal["anthropic", "responses", "chat"]
 
 
 def api_kind(path: str) -> ApiKind | None:
-    """The metered API a request path belongs to; None for anything else (token counting,
-    model listing), which is forwarded but spends no tokens."""
+    """The metered API a request path belongs to; None for anything else."""
     bare = path.split("?", 1)[0].rstrip("/")
     if bare.endswith("/messages"):
         return "anthropic"
@@ -28,6 +28,18 @@ def api_kind(path: str) -> ApiKind | None:
     if bare.endswith("/chat/completions"):
         return "chat"
     return None
+
+
+# Endpoints that spend no tokens: model listing and token counting. They are forwarded
+# unmetered; every other endpoint the proxy cannot meter (legacy completions, embeddings,
+# batches, ...) is refused, or an agent could spend through it outside every budget.
+_FREE = re.compile(r"(/models(/[^/]+)?|/messages/count_tokens|/responses/input_tokens)$")
+
+
+def spends_nothing(path: str) -> bool:
+    """Whether an unmetered request path is one that spends no tokens (see `_FREE`)."""
+    bare = path.split("?", 1)[0].rstrip("/")
+    return _FREE.search(bare) is not None
 
 
 @dataclass
