@@ -188,6 +188,11 @@ def test_an_endpoint_the_proxy_cannot_meter_is_refused_not_forwarded(
             status, raw, _ = post(s.url, path, {"model": "gpt-5", "prompt": "hi"})
             assert status == 400 and b"not an API the proxy meters" in raw
         post(s.url, "/v1/messages/count_tokens", body("anthropic", False))
+        host, port = s.url.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        conn.request("HEAD", "/")  # Claude Code's connectivity check: a read, forwarded
+        conn.getresponse().read()
+        conn.close()
     assert fake.served == []  # no reply was generated (the scripted server counts tokens)
     counted = [c for c in s.meter.calls if c.path == "/v1/messages/count_tokens"]
     assert [(c.api, c.refused, c.status) for c in counted] == [("other", None, 200)]
@@ -197,7 +202,8 @@ def test_an_endpoint_the_proxy_cannot_meter_is_refused_not_forwarded(
         "/v1/messages/batches",
         "/v1/embeddings",
     ]
-    assert s.meter.refusals == 0  # not a budget: the run's status is not budget_exceeded
+    assert s.meter.refusals == 0 and s.refusals == []  # not a budget: no budget_exceeded
+    assert s.unmetered_refused == ["/v1/completions", "/v1/messages/batches", "/v1/embeddings"]
 
 
 def test_a_budget_that_an_unknown_count_would_break_is_kept_by_refusing(

@@ -65,6 +65,9 @@ def with_metering(outcome: AgentOutcome, session: MeteredSession) -> AgentOutcom
         status = "budget_exceeded"
         detail = f"the metering proxy refused a call: {session.refusals[0]}"
     notes = []
+    if session.unmetered_refused:
+        paths = ", ".join(sorted(set(session.unmetered_refused)))
+        notes.append(f"the proxy refused requests it cannot meter: {paths}")
     if session.unpriced_models():
         notes.append(f"no price for {', '.join(session.unpriced_models())}: cost unknown")
     return outcome.model_copy(

@@ -121,10 +121,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if kind:
                 refusal = meter.admit(model)
-            elif not spends_nothing(call.path):
+            elif not spends_nothing(self.command, call.path):
                 refusal = (
-                    f"{call.path} is not an API the proxy meters (Messages, Responses, Chat "
-                    "Completions, model listing, token counting); not forwarded"
+                    f"{self.command} {call.path} is not an API the proxy meters (Messages, "
+                    "Responses, Chat Completions; reads and token counting pass); not forwarded"
                 )  # recorded as a refused call; not a budget, so the run's status stays
             else:
                 refusal = None

@@ -57,7 +57,13 @@ class MeteredSession:
 
     @property
     def refusals(self) -> list[str]:
-        return [c.refused for c in self.meter.calls if c.refused]
+        """Why calls to the metered APIs were refused (budgets)."""
+        return [c.refused for c in self.meter.calls if c.refused and c.api != "other"]
+
+    @property
+    def unmetered_refused(self) -> list[str]:
+        """Paths of requests refused because the proxy cannot meter them."""
+        return [c.path for c in self.meter.calls if c.refused and c.api == "other"]
 
     def unpriced_models(self) -> list[str]:
         """Models of answered calls the price table does not know (their cost is unknown)."""

@@ -30,16 +30,18 @@ def api_kind(path: str) -> ApiKind | None:
     return None
 
 
-# Endpoints that spend no tokens: model listing and token counting. They are forwarded
-# unmetered; every other endpoint the proxy cannot meter (legacy completions, embeddings,
-# batches, ...) is refused, or an agent could spend through it outside every budget.
-_FREE = re.compile(r"(/models(/[^/]+)?|/messages/count_tokens|/responses/input_tokens)$")
+# Requests that spend no tokens: reads (GET, HEAD: model listing, a connectivity check on the
+# base URL) and token counting. They are forwarded unmetered; every other request the proxy
+# cannot meter (legacy completions, embeddings, batches, ...) is refused, or an agent could
+# spend through it outside every budget.
+_COUNTING = re.compile(r"(/messages/count_tokens|/responses/input_tokens)$")
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def spends_nothing(path: str) -> bool:
-    """Whether an unmetered request path is one that spends no tokens (see `_FREE`)."""
+def spends_nothing(method: str, path: str) -> bool:
+    """Whether an unmetered request is one that spends no tokens (see `_COUNTING`)."""
     bare = path.split("?", 1)[0].rstrip("/")
-    return _FREE.search(bare) is not None
+    return method.upper() in _READS or _COUNTING.search(bare) is not None
 
 
 @dataclass
