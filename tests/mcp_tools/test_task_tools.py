@@ -197,3 +197,62 @@ def test_a_contained_agent_reaches_the_tools_through_the_relay(
     tools = [ToolCallRecord.model_validate_json(x).tool for x in log.read_text().splitlines()]
     assert tools == ["task_info", "check_correctness"]
     assert not host.socket_path.exists()
+
+
+def test_an_agent_opening_connections_in_a_loop_starts_at_most_two_servers(
+    small_task: Task, tmp_path: Path
+) -> None:
+    """Each server runs as optarena's user, outside the agent's process limit: a connection
+    beyond the limit is closed at once instead of starting another one."""
+    import socket
+    import time
+
+    from optarena.mcp import ToolsHost
+    from optarena.mcp._host import MAX_SERVERS
+
+    ws = _workspace(small_task, tmp_path / "ws", WRONG)
+    with ToolsHost(str(small_task.root), ws, tmp_path / "calls.jsonl", tcp=True) as host:
+        assert host.port is not None
+        held = [socket.create_connection(("127.0.0.1", host.port)) for _ in range(MAX_SERVERS)]
+        deadline = time.monotonic() + 10
+        while host.served < MAX_SERVERS and time.monotonic() < deadline:
+            time.sleep(0.02)
+        extra = [socket.create_connection(("127.0.0.1", host.port)) for _ in range(5)]
+        for s in extra:
+            s.settimeout(10)
+            assert s.recv(1) == b""  # closed by the host, no server behind it
+        assert host.served == MAX_SERVERS and host.refused == 5
+        for s in [*held, *extra]:
+            s.close()
+
+
+def test_calls_sent_side_by_side_are_judged_one_at_a_time(
+    small_task: Task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two judgements at once would time each other (and double what runs outside the
+    agent's limits): a server answers one call at a time."""
+    import threading
+    import time
+
+    tools = TaskTools(small_task, _workspace(small_task, tmp_path / "ws", WRONG), Telemetry(None))
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def slow_call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+        return {"tool": tool}
+
+    monkeypatch.setattr(tools, "call", slow_call)
+
+    async def go() -> None:
+        async with Client(build_server(tools)) as client, anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(client.call_tool, "check_correctness", {})
+
+    anyio.run(go)
+    assert most[0] == 1

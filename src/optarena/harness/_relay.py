@@ -48,8 +48,12 @@ class RelayedCall(BaseModel):
     result: str = Field(default="", description="the reply's text, first 2000 characters")
 
 
+MAX_CONNECTIONS = 2  # live servers per activated server (a CLI keeps one connection)
+
+
 class ServerHost:
-    """One activated server: listens on a loopback port, one contained server per connection."""
+    """One activated server: listens on a loopback port, one contained server per connection,
+    at most `MAX_CONNECTIONS` at a time (beyond, a connection is closed at once)."""
 
     def __init__(self, name: str, snapshot: Path, command: list[str]) -> None:
         self.name = name
@@ -85,6 +89,11 @@ class ServerHost:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
+            with self._lock:
+                live = sum(c.poll() is None for c in self._children)
+            if live >= MAX_CONNECTIONS:
+                conn.close()  # a copy and a server per connection: bounded
+                continue
             n += 1
             copy = self._tmp / f"conn{n}" / self.name
             shutil.copytree(self.snapshot, copy, symlinks=True)

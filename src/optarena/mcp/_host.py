@@ -21,9 +21,14 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
+MAX_SERVERS = 2  # live server processes per host (a CLI keeps one; a reconnect overlaps it)
+
 
 class ToolsHost:
-    """Listens on a Unix socket in a fresh directory; one server process per connection."""
+    """Listens on a Unix socket in a fresh directory; one server process per connection, at
+    most `MAX_SERVERS` at a time: the servers run as optarena's user, outside the agent's
+    process limit, so an agent opening connections in a loop must not start them without end
+    (a connection beyond the limit is closed at once)."""
 
     def __init__(
         self,
@@ -48,6 +53,7 @@ class ToolsHost:
         self._children: list[subprocess.Popen[bytes]] = []
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self.refused = 0  # connections closed at once: MAX_SERVERS were running
 
     def argv(self) -> list[str]:
         """The relay command an agent's MCP configuration names."""
@@ -77,6 +83,12 @@ class ToolsHost:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
+            with self._lock:
+                live = sum(c.poll() is None for c in self._children)
+            if live >= MAX_SERVERS:
+                self.refused += 1
+                conn.close()  # each server runs outside the agent's containment: bounded
+                continue
             cmd = [
                 sys.executable, "-m", "optarena", "mcp", "serve",
                 "--task", self.task_ref,

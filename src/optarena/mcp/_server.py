@@ -25,10 +25,12 @@ INSTRUCTIONS = (
 
 def build_server(tools: TaskTools) -> MCPServer:
     server: MCPServer = MCPServer("optarena", instructions=INSTRUCTIONS)
+    one_at_a_time = anyio.Lock()  # calls sent side by side queue: a judgement per server
 
     async def run(tool: str, arguments: dict[str, Any]) -> str:
         try:
-            out = await anyio.to_thread.run_sync(tools.call, tool, arguments)
+            async with one_at_a_time:
+                out = await anyio.to_thread.run_sync(tools.call, tool, arguments)
         except ToolInputError as e:
             raise ToolError(str(e)) from None
         except Exception as e:  # the judge failed: say so, keep serving
