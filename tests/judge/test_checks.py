@@ -95,3 +95,20 @@ def test_a_downcast_is_seen_however_the_distinct_values_lie() -> None:
     vals = np.concatenate([np.full(5000, 0.5), np.linspace(-1, 1, 5000)]).astype(np.float32)
     assert downcast_width(vals.astype(np.float16).astype(np.float32)) == "float16"
     assert downcast_width(np.full(10_000, 0.5, dtype=np.float32)) is None
+
+
+def test_a_guard_report_of_unknown_kind_is_a_protocol_violation_not_a_new_code() -> None:
+    """The guard's report reaches the judge through the candidate's process, which can write
+    any code: a code outside the documented set never enters a record (a terminal escape in
+    one would have reached `trials`), and the candidate is rejected all the same."""
+    from optarena.judge._correctness import guard_findings
+
+    reply = {
+        "violations": [
+            {"code": "network_access", "detail": "connect to 10.0.0.1"},
+            {"code": "\x1b[2Kaccepted", "detail": "forged"},
+        ]
+    }
+    found = guard_findings(reply)
+    assert [f.code for f in found] == ["network_access", "protocol_violation"]
+    assert "unknown kind" in found[1].detail and all(not f.passed for f in found)

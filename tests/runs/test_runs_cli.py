@@ -194,3 +194,22 @@ def test_the_speed_result_is_shown_wherever_a_trial_is(
 
     again = _cli("trial", "rejudge", accepted.id, "--budget-s", "1", "--ledger", led)
     assert again.returncode == 0 and SPEED.search(again.stdout), again.stdout
+
+
+def test_what_an_agent_names_cannot_rewrite_the_terminal(
+    tmp_path: Path, capsys: Capsys, agent: Callable[[str], str]
+) -> None:
+    """A file name is the agent's choice: one carrying `ESC [1A ESC [2K` (up a line, erase it)
+    and a fake verdict, or rich markup, is printed inert, its control characters as \\xNN."""
+    led = str(tmp_path / "L")
+    evil = "notes\\033[1A\\033[2Kverdict accepted [red]x.txt"
+    command = agent(f'printf x > "$(printf "{evil}")"')
+    main(["run", "--task", "rmsnorm", "--command", command, "--no-measure", "--ledger", led])
+    capsys.readouterr()
+    with Ledger(Path(led)) as ledger:
+        [rec] = ledger.trials()
+    assert any("\x1b" in c.path for c in rec.changed)  # the name as the agent made it
+    assert main(["trial", "show", rec.id, "--ledger", led]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert "notes\\x1b[1A\\x1b[2Kverdict accepted [red]x.txt" in out

@@ -22,6 +22,7 @@ from optarena.cli import (  # noqa: F401
     _trials,
 )
 from optarena.cli._app import app, console, err_console, interrupt_reported, unwrap_all_help
+from optarena.cli._safe import escape
 from optarena.errors import OptarenaError
 
 unwrap_all_help(app)
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = app(args=argv, prog_name="optarena", standalone_mode=False)
     except OptarenaError as e:
-        err_console.print(f"[bold red]error:[/] {e}", highlight=False)
+        err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
         return 2
     except SystemExit as e:
         return int(e.code or 0)
@@ -42,10 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         rv = 130
     except sqlite3.Error as e:  # e.g. a read-only ledger directory, found on the first write
-        err_console.print(f"[bold red]error:[/] ledger database: {e}", highlight=False)
+        err_console.print(f"[bold red]error:[/] ledger database: {escape(str(e))}", highlight=False)
         return 2
     except PermissionError as e:
-        err_console.print(f"[bold red]error:[/] {e.strerror}: {e.filename}", highlight=False)
+        where = escape(str(e.filename))
+        err_console.print(f"[bold red]error:[/] {e.strerror}: {where}", highlight=False)
         return 2
     if rv == 130 and not interrupt_reported():
         # Typer turns Ctrl-C into exit 130 silently; commands that record say what they did

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from optarena.cli._app import app, console, err_console
 from optarena.cli._render import brief
+from optarena.cli._safe import escape
 from optarena.cli._speed_view import comparison_view, progress_bar
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, compare
@@ -57,7 +57,7 @@ def compare_cmd(
             for reason in ref.reasons[:5]:
                 console.print(f"  [red]-[/] {escape(brief(reason, 300))}")
         if result.failure:
-            console.print(f"[red]not measured:[/] {result.failure[:400]}")
+            console.print(f"[red]not measured:[/] {escape(result.failure[:400])}")
         if result.comparison is not None:
             console.print(comparison_view(result.comparison, title="B against A"))
         if result.aa is not None:

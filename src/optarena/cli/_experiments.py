@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.table import Table
 
 from optarena.cli._app import app, console, err_console
+from optarena.cli._safe import escape
 from optarena.errors import OptarenaError
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def run_cmd(
                     f"{s.key}: {record.agent_status}, {record.verdict or record.state}"
                 )
             if kind == "error":
-                live.console.print(f"{s.key}: error: {message}")
+                live.console.print(f"{s.key}: error: {escape(message)}")
             live.update(_live_table(counts, t0))
 
         try:

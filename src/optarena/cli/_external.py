@@ -8,6 +8,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from optarena.cli._app import console, err_console, task_app
+from optarena.cli._safe import escape
 from optarena.errors import OptarenaError
 
 
@@ -69,7 +70,7 @@ def judge_external_cmd(
     else:
         console.print(f"{result.verdict}" + (f" ({', '.join(result.gaps)})" if result.gaps else ""))
         for reason in result.reasons:
-            console.print(f"  - {reason[:400]}")
+            console.print(f"  - {escape(reason[:400])}")
         m = result.metrics
         if m is not None:
             o = m.overall
@@ -78,5 +79,5 @@ def judge_external_cmd(
             ratio = "-" if o.ratio is None else f"{o.ratio:.3f}"
             console.print(f"  speed: {ratio}x baseline{span}, {o.verdict} ({o.why})")
             for note in m.crosscheck:
-                console.print(f"  note: {note}")
+                console.print(f"  note: {escape(note)}")
     raise typer.Exit(0 if result.verdict == "accepted" else 1)

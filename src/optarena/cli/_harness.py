@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from optarena.cli._app import app, console, err_console, interrupted
+from optarena.cli._safe import escape
 from optarena.errors import OptarenaError
 from optarena.harness import HarnessRun, Registry
 
@@ -174,11 +174,13 @@ def show_run(run: HarnessRun, where: Path) -> None:
             f"{' ' + it.speed_verdict if it.speed_verdict else ''}"
         )
         if it.active:
-            console.print("    active: " + ", ".join(f"{a.kind}:{a.name}" for a in it.active))
+            active = ", ".join(f"{a.kind}:{a.name}" for a in it.active)
+            console.print(f"    active: {escape(active)}")
         for c in it.tool_calls:
-            console.print(f"    tool calls: {c.server}.{c.tool} x{c.calls} ({c.errors} errors)")
+            tool = escape(f"{c.server}.{c.tool}")
+            console.print(f"    tool calls: {tool} x{c.calls} ({c.errors} errors)")
         if it.claimed_files:
-            console.print(f"    ignored (never evidence): {', '.join(it.claimed_files)}")
+            console.print(f"    ignored (never evidence): {escape(', '.join(it.claimed_files))}")
         for p in it.phases:
             cost = _money(p.cost_usd)
             console.print(
@@ -186,9 +188,9 @@ def show_run(run: HarnessRun, where: Path) -> None:
                 f"{p.tokens if p.tokens is not None else '?':>8} tok  {cost}"
             )
         for a in it.built:
-            first = a.report.splitlines()[0] if a.report else ""
+            first = escape(a.report.splitlines()[0] if a.report else "")
             console.print(
-                f"    built {a.status:<11} {a.kind} {a.name} {a.sha256[:12]}: {escape(first)}"
+                f"    built {a.status:<11} {a.kind} {escape(a.name)} {a.sha256[:12]}: {first}"
             )
         if it.error:
             console.print(f"    [yellow]{escape(it.error)}[/]")
@@ -224,7 +226,8 @@ def qualify_cmd(
     added = scan_area(reg, area, run / "snapshots", iteration, workspace)
     save_registry(reg, run / "registry.json")
     for a in added:
-        console.print(f"{a.status:<11} {a.kind} {a.name} ({a.sha256[:12]}): {a.report}")
+        name, report = escape(a.name), escape(a.report)
+        console.print(f"{a.status:<11} {a.kind} {name} ({a.sha256[:12]}): {report}")
     console.print(f"{len(added)} new version(s); registry {run / 'registry.json'}")
 
 
@@ -239,9 +242,11 @@ def show_cmd(run: RunOpt, ledger_dir: LedgerOpt = None) -> None:
     if (where / "run.json").is_file():
         show_run(load_run(where / "run.json"), where)  # lists each iteration's artifacts
     for a in [] if (where / "run.json").is_file() else reg.artifacts:
-        console.print(f"it{a.iteration} {a.status:<11} {a.kind:<8} {a.name} {a.sha256[:12]}")
+        name = escape(a.name)
+        console.print(f"it{a.iteration} {a.status:<11} {a.kind:<8} {name} {a.sha256[:12]}")
         console.print(f"    {escape(a.report.splitlines()[0]) if a.report else ''}")
-    console.print(f"active: {', '.join(f'{a.kind}:{a.name}' for a in reg.qualified()) or 'none'}")
+    active = ", ".join(f"{a.kind}:{a.name}" for a in reg.qualified()) or "none"
+    console.print(f"active: {escape(active)}")
 
 
 @harness_app.command("export")

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from optarena.cli._app import app, console, err_console
 from optarena.cli._compare import BudgetOpt, EffectOpt
 from optarena.cli._render import brief, judge_summary
+from optarena.cli._safe import escape
 from optarena.cli._speed_view import metrics_view, progress_bar
 from optarena.judge import JudgeOptions, judge, verify_judge
 from optarena.tasks import resolve_task

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Group, RenderableType
-from rich.markup import escape
 from rich.table import Table
 
 import optarena
+from optarena.cli._safe import escape
 from optarena.judge import JudgeResult
 from optarena.tasks import Task, unmet_requirements
 
@@ -52,7 +52,12 @@ def judge_summary(result: JudgeResult, title: str | None = None) -> RenderableTy
     table.add_column("detail", overflow="fold")
     failed = [c for c in result.checks if not c.passed]
     for c in failed:
-        table.add_row(c.name, c.workload or "-", f"[red]{c.code}[/]", escape(brief(c.detail)))
+        table.add_row(
+            escape(c.name),
+            escape(c.workload or "-"),
+            f"[red]{escape(c.code or '-')}[/]",
+            escape(brief(c.detail)),
+        )
     passed = len(result.checks) - len(failed)
     line = (
         f"verdict {verdict_markup(result.verdict)}; {passed}/{len(result.checks)} checks passed; "

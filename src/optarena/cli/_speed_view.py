@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console, Group, RenderableType
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from optarena.cli._safe import escape
 from optarena.records import AAControl, AnyMetrics, Comparison, ExternalMetrics, Metrics, Summary
 
 VERDICT_COLORS = {

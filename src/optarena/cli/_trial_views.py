@@ -9,13 +9,13 @@ import time
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
 from optarena.agents import Usage
 from optarena.cli._render import brief, verdict_markup
+from optarena.cli._safe import escape
 from optarena.cli._speed_view import result_cell, speed_markup
 from optarena.ledger import Judgement, Ledger, TrialRecord
 
@@ -48,11 +48,11 @@ class PhaseView:
             self._status = self.console.status(f"{self.title}: {phase} ...")
             self._status.start()
         elif event == "info" and self._status is not None:
-            self._status.update(f"{self.title}: {phase}: {message}")
+            self._status.update(f"{self.title}: {phase}: {escape(message)}")
         elif event == "end":
             self.stop()
             took = time.monotonic() - self._t0
-            self.console.print(f"  [green]✓[/] {phase:<8} {took:7.2f} s  {message}")
+            self.console.print(f"  [green]✓[/] {phase:<8} {took:7.2f} s  {escape(message)}")
 
     def stop(self) -> None:
         if self._status is not None:
@@ -179,8 +179,8 @@ def show_lines(record: TrialRecord) -> list[str]:
         f"task       {r.task.id}@{r.task.version} {r.task.sha256[:12]}  ("
         + ("external project, frozen: " if r.task.kind == "external" else "")
         + f"{escape(r.task.root)})",
-        f"agent      {r.agent.label}  version {r.agent.version or '?'}  "
-        f"model {r.agent.model or '(default)'}  runner {r.agent.runner}",
+        f"agent      {escape(r.agent.label)}  version {escape(r.agent.version or '?')}  "
+        f"model {escape(r.agent.model or '(default)')}  runner {escape(r.agent.runner)}",
         f"flags      {escape(str(r.agent.flags))}",
         f"labels     {escape(str(r.labels or '-'))}",
         f"limits     wall {r.limits.wall_s:g} s",

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
-from rich.markup import escape
 
 from optarena.agents import AgentLimits, AgentStatus, known_runners
 from optarena.cli._app import app, console, err_console, interrupted
 from optarena.cli._render import brief, verdict_markup
+from optarena.cli._safe import escape
 from optarena.cli._speed_view import metrics_view, speed_markup
 from optarena.cli._trial_views import (
     PhaseView,

@@ -29,7 +29,7 @@ from optarena.judge._client import CallResult, WorkerClient, WorkerError
 from optarena.judge._native import build_record, compile_finding, load_request
 from optarena.judge._result import Check
 from optarena.sandbox import SandboxPolicy
-from optarena.tasks import Task, Tolerance, Workload
+from optarena.tasks import REASON_CODES, Task, Tolerance, Workload
 
 
 def derive_seed(seed: int, *path: int) -> int:
@@ -149,7 +149,10 @@ def guard_findings(reply: dict[str, Any]) -> list[Finding]:
     found = []
     for v in reply.get("violations") or []:
         if isinstance(v, dict) and v.get("code"):
-            found.append(fail("guard", str(v["code"]), str(v.get("detail", ""))))
+            code, detail = str(v["code"]), str(v.get("detail", ""))
+            if code not in REASON_CODES:  # the reply came through the candidate's process
+                code, detail = "protocol_violation", f"a guard report of unknown kind {code!r}"
+            found.append(fail("guard", code, detail))
     return found
 
 
