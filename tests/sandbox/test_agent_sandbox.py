@@ -168,6 +168,20 @@ def test_the_agent_can_still_do_its_job(dirs: dict[str, Path]) -> None:
     assert out.split() == ["git-ok", "numpy-ok", "cc-ok"], out
 
 
+@needs_mounts
+def test_python3_through_a_version_managers_shim_still_runs(
+    dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With pyenv's shims first on PATH, `python3` is a script that runs pyenv from its root:
+    the sandbox keeps the manager's root readable, or every `python3` exits 127."""
+    shims = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "shims"
+    if not (shims / "python3").exists():
+        pytest.skip(f"no pyenv shims at {shims}")
+    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    out, _ = run_agent(dirs, "command -v python3; python3 -c 'print(\"shim-ok\")'")
+    assert out.split() == [str(shims / "python3"), "shim-ok"], out
+
+
 @needs_root
 @needs_mounts
 def test_a_dedicated_uid_owns_only_the_writable_directories(dirs: dict[str, Path]) -> None:

@@ -165,12 +165,18 @@ class AgentSandbox:
     def _needed(self) -> list[str]:
         """What must stay reachable: the interpreter (the relay runs on it, and the agent's
         `python3` may be it), optarena's own package (its relays), PATH (so commands
-        resolve), the readable and writable paths."""
+        resolve) and the version managers behind its shims, the readable and writable
+        paths."""
         path_dirs = [os.path.realpath(d) for d in os.environ.get("PATH", "").split(":") if d]
         path_dirs = [d for d in path_dirs if os.path.isdir(d) and not under_any(d, self.hidden)]
+        # A version manager's shims (pyenv, rbenv, asdf: `~/.pyenv/shims/python3`) are scripts
+        # that run the manager from its root: without it every `python3` exits 127.
+        managers = [os.path.dirname(d) for d in path_dirs if os.path.basename(d) == "shims"]
         # A readable path at or above something hidden or private would unmask it: dropped.
         private = [*self.hidden, *HIDDEN_ALWAYS, *SCRATCH_DIRS]
-        readable = [r for r in self.readable if not any(under_any(p, [r]) for p in private)]
+        readable = [
+            r for r in [*self.readable, *managers] if not any(under_any(p, [r]) for p in private)
+        ]
         return sorted(
             {
                 *interpreter_paths(),
