@@ -211,3 +211,30 @@ def test_without_a_gate_an_external_trial_is_unverified_and_says_why(
     record = json.loads(capsys.readouterr().out)
     assert record["verdict"] == "unverified" and record["reason_codes"] == []
     assert any(r.startswith("no_quality_gate: ") for r in record["reasons"]), record["reasons"]
+
+
+def test_the_agents_clone_holds_no_commit_after_base(tmp_path: Path) -> None:
+    """A task frozen at an older commit: the later commits (which may be the very optimization
+    asked for), branches and tags are not in the agent's workspace, objects included."""
+    frozen = _frozen(tmp_path)
+    repo = tmp_path / "primes"
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    (repo / "primes.py").write_text("# FUTURE-SIEVE-7731: the optimization, committed later\n")
+    subprocess.run(["git", *ident, "commit", "-q", "-am", "the answer"], cwd=repo, check=True)
+    subprocess.run(["git", "tag", "v2"], cwd=repo, check=True)
+    subprocess.run(["git", "branch", "solution"], cwd=repo, check=True)
+    led = tmp_path / "L"
+    argv = ["run", "--task", str(frozen), "--agent", "command", "--command", "true"]
+    assert main([*argv, "--ledger", str(led), "--no-measure", "--json"]) == 0
+    with Ledger(led) as ledger:
+        [record] = ledger.trials()
+    ws = Path(record.workspace)
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=ws, check=True, capture_output=True).stdout
+        return out.decode("utf-8", "replace")
+
+    everything = git("cat-file", "--batch-all-objects", "--batch")  # every object, any ref
+    assert "FUTURE-SIEVE-7731" not in everything and "def count_primes" in everything
+    assert git("tag") == "" and "solution" not in git("branch", "-a")
+    assert git("rev-parse", "HEAD").strip() == record.baseline_commit

@@ -195,9 +195,13 @@ class ExternalTask:
     def prepare(self, workspace: Path, shadow: Path, artifacts: Path | None) -> Prepared:
         f = self.frozen
         repo, base = str(f.repo), f.frozen.base_commit
-        git(["clone", "-q", "--no-hardlinks", "--no-checkout", repo, str(workspace)], cwd=workspace)
+        # Only what base's history holds: a clone would bring every branch, tag and later
+        # commit (`git log --all`, `git show main:kernel.cpp`), and a later commit may well be
+        # the optimization the task asks for. A fetch of base transfers its ancestors alone.
+        workspace.mkdir(parents=True, exist_ok=True)
+        git(["init", "-q"], cwd=workspace)
+        git(["fetch", "-q", "--no-tags", repo, base], cwd=workspace)
         git(["checkout", "-q", "--detach", base], cwd=workspace)
-        git(["remote", "remove", "origin"], cwd=workspace)
         git(["config", "optarena.workspace", "true"], cwd=workspace)
         git(["clone", "-q", "--bare", "--no-hardlinks", repo, str(shadow)], cwd=workspace)
         tracked = set(
