@@ -225,3 +225,23 @@ def test_a_budget_that_an_unknown_count_would_break_is_kept_by_refusing(
         assert post(s.url, PATHS["anthropic"], body("anthropic", False))[0] == 200  # priced
     assert status == 400 and b"no price for model 'model-nobody-prices'" in raw
     assert len(fake.served) == 2  # the unpriced call never reached the upstream
+
+
+def test_an_oversized_or_malformed_request_is_refused_unread(
+    fake: FakeModelServer, tmp_path: Path
+) -> None:
+    """The proxy reads a request into optarena's own memory, which no agent limit bounds: a
+    body announced past the cap is refused before any of it is read, a malformed one is a 400,
+    and the proxy keeps serving."""
+    with MeteredSession(fake.url, ProxyLimits(), tmp_path / "c.jsonl") as s:
+        host, port = s.url.removeprefix("http://").split(":")
+        for head in (
+            b"Content-Length: 100000000000\r\n\r\n{",
+            b"Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+        ):
+            with socket.create_connection((host, int(port)), timeout=10) as raw:
+                raw.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + head)
+                reply = raw.recv(4096)
+            assert reply.split()[1] in (b"413", b"400"), reply
+        assert post(s.url, PATHS["anthropic"], body("anthropic", False))[0] == 200
+    assert [c.api for c in s.meter.calls] == ["anthropic"]

@@ -76,6 +76,15 @@ class Upstream:
         return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
 
 
+MAX_BODY = 64 << 20  # the providers' own request limits are lower (Anthropic: 32 MB)
+
+
+class _BadBody(Exception):
+    def __init__(self, status: int, why: str) -> None:
+        super().__init__(why)
+        self.status, self.why = status, why
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out in separate writes
@@ -92,21 +101,41 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_POST
 
     def _body(self) -> bytes:
+        """The request body, at most MAX_BODY bytes (read into optarena's own memory, which
+        no agent limit bounds); `_BadBody` for one too large or malformed."""
         if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
-            out = b""
+            parts: list[bytes] = []
+            total = 0
             while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                try:
+                    size = int(self.rfile.readline(1024).split(b";")[0].strip() or b"0", 16)
+                except ValueError:
+                    raise _BadBody(400, "a malformed chunked request body") from None
                 if size == 0:
-                    self.rfile.readline()
-                    return out
-                out += self.rfile.read(size)
-                self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("content-length") or 0))
+                    self.rfile.readline(1024)
+                    return b"".join(parts)
+                total += size
+                if total > MAX_BODY:
+                    raise _BadBody(413, f"a request body over {MAX_BODY >> 20} MiB")
+                parts.append(self.rfile.read(size))
+                self.rfile.readline(1024)
+        try:
+            n = int(self.headers.get("content-length") or 0)
+        except ValueError:
+            raise _BadBody(400, "a malformed Content-Length") from None
+        if n < 0 or n > MAX_BODY:
+            raise _BadBody(413 if n > 0 else 400, f"a request body of {n} bytes")
+        return self.rfile.read(n)
 
     def _handle(self) -> None:
         t0 = time.monotonic()
-        body = self._body()
         kind = api_kind(self.path)
+        try:
+            body = self._body()
+        except _BadBody as e:
+            self.close_connection = True  # the rest of what it sent is not read
+            self._send_json(e.status, error_body(kind, e.status, f"optarena proxy: {e.why}"))
+            return
         model, stream = request_fields(body) if kind else (None, False)
         meter = self.server.meter
         call = CallRecord(
