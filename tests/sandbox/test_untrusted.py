@@ -109,3 +109,17 @@ def test_a_swapping_agent_never_gets_a_link_read(tmp_path: Path, secret: Path) -
         stop.set()
         t.join(timeout=5)
         sys.setswitchinterval(interval)
+
+
+def test_a_tree_nested_past_the_depth_limit_is_cut_not_a_crash(tmp_path: Path) -> None:
+    """An agent can nest directories thousands deep: the copy keeps what is within
+    `MAX_DEPTH` and never runs out of frames or descriptors."""
+    src = tmp_path / "ws"
+    src.mkdir()
+    (src / "solution.py").write_text("x = 1\n")
+    deep = src
+    for _ in range(_untrusted.MAX_DEPTH + 1200):
+        deep = deep / "d"
+        os.mkdir(deep)
+    (deep / "buried.py").write_text("y = 2\n")
+    assert copy_untrusted(src, tmp_path / "out") == ["solution.py"]

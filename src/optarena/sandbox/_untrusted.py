@@ -7,7 +7,8 @@ opens it by path: in between, the agent can rename a link over it (`solution.py 
 names with optarena's rights; an import error's traceback then quotes a line of it back. Here
 every directory and file is opened through the descriptor of its parent with `O_NOFOLLOW`, and
 checked with `fstat` on the open descriptor, so what is read is what was checked: links, FIFOs,
-sockets and devices are left out, whenever they appear.
+sockets and devices are left out, whenever they appear, and so is anything nested deeper than
+`MAX_DEPTH` directories.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO does not block
 _CHUNK = 1 << 20
+MAX_DEPTH = 64  # deeper directories are left out: each level holds a descriptor and a frame
 
 
 def copy_untrusted(
@@ -59,6 +61,8 @@ def _copy_dir(
         except OSError:
             continue  # gone meanwhile
         if stat.S_ISDIR(st.st_mode):
+            if path.count("/") >= MAX_DEPTH:
+                continue
             try:
                 sub = os.open(name, _DIR, dir_fd=dfd)  # fails on a link swapped in since
             except OSError:
