@@ -46,3 +46,20 @@ def test_a_report_that_is_not_a_plain_file_in_the_tree_is_not_read(tmp_path: Pat
     (tree / "garbage.xml").write_text("<testsuite><testcase")
     for name in ("zero.xml", "out.xml", "fifo.xml", "sub/outside.xml", "garbage.xml", "none"):
         assert read_junit(tree, name) is None, name
+
+
+def test_json_nested_too_deep_to_parse_is_no_metric_not_a_crash() -> None:
+    """The candidate's code prints into the benchmark's output: a last line of JSON nested
+    200,000 deep made the parser raise RecursionError out of the judge."""
+    from optarena.judge._external_run import CommandRun, read_metric
+    from optarena.tasks.external import Metric
+
+    deep = '{"a":' * 200_000 + "1" + "}" * 200_000
+    run = CommandRun("python3 benchmark.py", 0, '{"seconds": 0.5}\n' + deep + "\n", 1.0, 1.0)
+    value, why = read_metric(Metric.model_validate({"json": "seconds"}), run)
+    assert value == 0.5 and why == ""  # the last line that parses
+    only = CommandRun("python3 benchmark.py", 0, deep, 1.0, 1.0)
+    assert read_metric(Metric.model_validate({"json": "seconds"}), only) == (
+        None,
+        "the benchmark printed no JSON object",
+    )

@@ -142,17 +142,19 @@ def _number(v: Any) -> tuple[float | None, str]:
 
 
 def _last_json(text: str) -> Any:
-    """The output's JSON: the whole output, else its last line that parses as an object."""
+    """The output's JSON: the whole output, else its last line that parses as an object. The
+    candidate's code prints into the same output: JSON nested too deep to parse (a
+    RecursionError in the parser) counts as no JSON, never as the judge's crash."""
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     for line in reversed(text.strip().splitlines()):
         line = line.strip()
         if line.startswith("{"):
             try:
                 return json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
     return None
 
