@@ -26,17 +26,24 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def tree_files(root: Path) -> list[str]:
-    """Relative POSIX paths of the content files under `root`, sorted."""
+    """Relative POSIX paths of the content files under `root` (plain files: links are not
+    followed), sorted. Walked with a stack, not recursion: an agent's workspace may nest
+    directories deeper than Python's recursion limit (os.walk recurses)."""
     out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        for name in filenames:
-            if Path(name).suffix in _SKIP_SUFFIXES:
-                continue
-            full = Path(dirpath) / name
-            if full.is_symlink() or not full.is_file():
-                continue
-            out.append(full.relative_to(root).as_posix())
+    stack = [root]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as it:
+                entries = list(it)
+        except OSError:  # gone, unreadable, or a path too long
+            continue
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if e.name not in _SKIP_DIRS:
+                    stack.append(Path(e.path))
+            elif e.is_file(follow_symlinks=False) and Path(e.name).suffix not in _SKIP_SUFFIXES:
+                out.append(Path(e.path).relative_to(root).as_posix())
     return sorted(out)
 
 

@@ -52,3 +52,24 @@ def test_judge_hash_and_runtime_fingerprint() -> None:
     fp = runtime_fingerprint()
     for key in ("python", "numpy", "platform", "machine", "cpu_model", "sha256"):
         assert fp[key], key
+
+
+def test_a_tree_deeper_than_the_recursion_limit_is_listed(tmp_path: Path) -> None:
+    """An agent's workspace may nest directories 1,500 deep: the capture lists it (os.walk
+    recursed, and raised RecursionError inside optarena)."""
+    import subprocess
+
+    from optarena.identity import tree_files
+
+    root = tmp_path / "ws"
+    deep = root
+    try:
+        for _ in range(1500):
+            deep = deep / "d"
+            deep.mkdir(parents=True)
+        (root / "solution.py").write_text("x = 1\n")
+        (deep / "buried.py").write_text("y = 2\n")
+        listed = tree_files(root)
+        assert listed[-1] == "solution.py" and listed[0].endswith("/d/buried.py")
+    finally:
+        subprocess.run(["rm", "-rf", str(root)], check=True)  # rmtree recurses too

@@ -113,14 +113,20 @@ class ServerHost:
                 self._threads.append(t)
 
     def _up(self, conn: socket.socket, child: subprocess.Popen[bytes], pending: _Pending) -> None:
-        """Agent -> server: note every tools/call request, pass every byte on."""
+        """Agent -> server: note every tools/call request (batches too) and pass the line on.
+        A line the relay cannot read as JSON-RPC is not passed on: the server must never run
+        a call that the log did not note."""
         assert child.stdin is not None
         reader = conn.makefile("rb")
         try:
             for line in reader:
-                msg = _message(line)
-                if msg is not None and msg.get("method") == "tools/call" and "id" in msg:
-                    params = msg.get("params") or {}
+                msgs = _messages(line)
+                calls = [m for m in msgs or [] if m.get("method") == "tools/call"]
+                if msgs is None or any(not isinstance(m.get("id"), str | int) for m in calls):
+                    continue
+                for msg in calls:
+                    params = msg.get("params")
+                    params = params if isinstance(params, dict) else {}
                     started = datetime.now(UTC).isoformat(timespec="milliseconds")
                     with self._lock:
                         pending[msg["id"]] = (
@@ -141,8 +147,9 @@ class ServerHost:
         assert out is not None
         try:
             for line in out:
-                msg = _message(line)
-                if msg is not None and ("result" in msg or "error" in msg):
+                for msg in _messages(line) or []:
+                    if "result" not in msg and "error" not in msg:
+                        continue
                     with self._lock:
                         call = pending.pop(msg.get("id"), None)
                     if call is not None:
@@ -211,12 +218,15 @@ class ServerHost:
         shutil.rmtree(self._tmp, ignore_errors=True)
 
 
-def _message(line: bytes) -> dict[str, Any] | None:
+def _messages(line: bytes) -> list[dict[str, Any]] | None:
+    """The JSON-RPC message(s) of one line (an object, or a batch of them); None when the line
+    is not that (nested too deep to parse included)."""
     try:
         msg = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    return msg if isinstance(msg, dict) else None
+    batch = msg if isinstance(msg, list) else [msg]
+    return batch if batch and all(isinstance(m, dict) for m in batch) else None
 
 
 def read_telemetry(text: str) -> list[RelayedCall]:
