@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 from optarena.judge._external_tree import SealedTree, copy_over, tree_digests
@@ -104,3 +105,19 @@ def test_copying_over_a_tree_never_writes_through_its_links(tmp_path: Path) -> N
     ).is_symlink()
     assert os.readlink(tree / "link") == "tests/test_hidden.py"  # links copied as links
     assert not (tree / ".git").exists()
+
+
+def test_a_command_nesting_directories_past_the_recursion_limit_is_put_back(
+    tmp_path: Path,
+) -> None:
+    """The candidate's code may nest directories 1,500 deep in its worktree: the judge lists
+    and removes them (os.walk and shutil.rmtree recurse, and raised RecursionError)."""
+    t = _tree(tmp_path)
+    sealed = SealedTree.seal(t, tmp_path / "pristine", {"benchmark.py"})
+    want = tree_digests(t)
+    deep = t / "nest"
+    for _ in range(1500):
+        deep = deep / "d"
+    subprocess.run(["mkdir", "-p", str(deep)], check=True)  # os.makedirs recurses too
+    sealed.restore(after="`python3 benchmark.py`")
+    assert tree_digests(t) == want and not (t / "nest").exists()

@@ -186,7 +186,13 @@ def _prepare(ctx: _Ctx, tree: Path, arm: str, pristine: Path) -> None:
                 raise BrokenTaskError(f, "setup.command", detail)
             raise _Rejected("setup", "setup_failed", detail)
     during = f"set-up `{f.spec.setup.command}`" if f.spec.setup else "set-up"
-    ctx.sealed[tree] = SealedTree.seal(tree, pristine, ctx.watched, before, during)
+    try:
+        ctx.sealed[tree] = SealedTree.seal(tree, pristine, ctx.watched, before, during)
+    except RecursionError:  # copytree recurses: a tree nested past the recursion limit
+        detail = f"{during} left directories nested too deep to copy"
+        if arm == "baseline":
+            raise BrokenTaskError(f, "setup.command", detail) from None
+        raise _Rejected("setup", "setup_failed", detail) from None
 
 
 def _untouched(ctx: _Ctx, trees: dict[str, Path]) -> None:

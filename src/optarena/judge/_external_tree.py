@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 import stat
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,19 +41,36 @@ def _digest(path: Path) -> str:
 
 
 def tree_digests(root: Path) -> dict[str, str]:
-    """Every entry under `root` (relative path -> kind, mode and content), links not followed."""
+    """Every entry under `root` (relative path -> kind, mode and content), links not followed.
+    Walked with a stack: the candidate's commands may nest directories past Python's
+    recursion limit (os.walk recurses); a directory too deep to open is listed, not read."""
     out: dict[str, str] = {}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        base = Path(dirpath)
-        for name in (*dirnames, *filenames):
-            p = base / name
-            out[p.relative_to(root).as_posix()] = _digest(p)
+    stack = [root]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for e in entries:
+            p = Path(e.path)
+            try:
+                out[p.relative_to(root).as_posix()] = _digest(p)
+            except OSError as err:  # a path past PATH_MAX: new, so removed with its top
+                out[p.relative_to(root).as_posix()] = f"unreadable:{err.errno}"
+                continue
+            if e.is_dir(follow_symlinks=False):
+                stack.append(p)
     return out
 
 
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
+        try:
+            shutil.rmtree(path)
+        except RecursionError:  # nested past the recursion limit: rm works at any depth
+            subprocess.run(["rm", "-rf", "--", str(path)], check=False, timeout=600)
     elif path.exists() or path.is_symlink():
         path.unlink()
 
