@@ -213,3 +213,27 @@ def test_what_an_agent_names_cannot_rewrite_the_terminal(
     out = capsys.readouterr().out
     assert "\x1b" not in out
     assert "notes\\x1b[1A\\x1b[2Kverdict accepted [red]x.txt" in out
+
+
+def test_a_workspace_nested_past_the_recursion_limit_is_still_recorded(
+    tmp_path: Path, capsys: Capsys, agent: Callable[[str], str]
+) -> None:
+    """An agent nesting directories 1,500 deep in its workspace: the sandbox's hand-back of
+    the files, the capture and the logs walk it without recursion, and the trial is judged
+    (os.walk and rglob recurse, and raised RecursionError inside optarena)."""
+    import subprocess
+
+    led = tmp_path / "L"
+    command = agent('mkdir -p "$(python3 -c \'print("d/" * 1500)\')" && echo deep > d/top.txt')
+    try:
+        code = main(
+            ["run", "--task", "rmsnorm", "--command", command, "--no-measure", "--ledger", str(led)]
+        )
+        out = capsys.readouterr().out
+        assert code == 0, out
+        with Ledger(led) as ledger:
+            [rec] = ledger.trials()
+        assert rec.verdict == "accepted" and rec.agent_status == "completed"
+        assert any(c.path == "d/top.txt" for c in rec.changed)  # listed, ignored, not judged
+    finally:
+        subprocess.run(["rm", "-rf", str(led / "work")], check=False)  # rmtree recurses

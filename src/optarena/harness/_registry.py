@@ -19,10 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from optarena.errors import OptarenaError
 from optarena.records import RecordKind, migrate_values
+from optarena.sandbox import entries_under
 
 M = TypeVar("M", bound=BaseModel)
 
 REGISTRY_SCHEMA_VERSION = 1
+MAX_NESTING = 32  # an artifact nested deeper is quarantined: copies of it would recurse
 ArtifactKind = Literal["skill", "mcp", "tool", "verifier", "fixture", "doc"]
 ArtifactStatus = Literal["qualified", "quarantined"]
 KIND_DIRS: dict[str, ArtifactKind] = {
@@ -92,14 +94,12 @@ def content_sha256(path: Path) -> str:
 
 
 def _walk(root: Path) -> list[str]:
-    """Relative paths of the files and links under `root` (links to directories not entered)."""
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        here = Path(dirpath)
-        links = [d for d in dirnames if (here / d).is_symlink()]
-        for name in (*filenames, *links):
-            out.append((here / name).relative_to(root).as_posix())
-    return sorted(out)
+    """Relative paths of everything under `root` but directories (links never entered)."""
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in entries_under(root)
+        if p.is_symlink() or not p.is_dir()
+    )
 
 
 def copy_entry(src: Path, dest: Path) -> None:
@@ -125,6 +125,8 @@ def not_plain(path: Path) -> list[str]:
         f = path / rel
         if f.is_symlink() or not f.is_file():
             bad.append(f"{path.name}/{rel}")
+        elif rel.count("/") >= MAX_NESTING:
+            bad.append(f"{path.name}/{rel} (nested over {MAX_NESTING} directories deep)")
     return bad
 
 

@@ -38,10 +38,13 @@ def scan_area(
             if (kind, path.name, sha) in known:
                 continue
             snap = snapshots / sha / path.name
+            bad = not_plain(path)
             if not snap.exists():
                 snap.parent.mkdir(parents=True, exist_ok=True)
-                copy_entry(path, snap)  # links kept as links: never followed
-            bad = not_plain(path)
+                if bad:  # kept as a record of what it was, its bytes never read
+                    snap.write_text("not copied: " + ", ".join(bad[:20]) + "\n")
+                else:
+                    copy_entry(path, snap)
             if bad:
                 why = ", ".join(bad[:5])
                 q = Qualification(

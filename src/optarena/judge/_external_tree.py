@@ -16,10 +16,11 @@ import hashlib
 import os
 import shutil
 import stat
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from optarena.sandbox import remove_tree
 
 _CHUNK = 1 << 20
 
@@ -67,10 +68,7 @@ def tree_digests(root: Path) -> dict[str, str]:
 
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
-        try:
-            shutil.rmtree(path)
-        except RecursionError:  # nested past the recursion limit: rm works at any depth
-            subprocess.run(["rm", "-rf", "--", str(path)], check=False, timeout=600)
+        remove_tree(path)
     elif path.exists() or path.is_symlink():
         path.unlink()
 

@@ -59,7 +59,7 @@ from optarena.records import TrialPaths
 from optarena.runs._judging import JudgeFn
 from optarena.runs._sources import TrialTask, trial_task
 from optarena.runs._workspace import Delivery, capture, check_workspace, clear_dir
-from optarena.sandbox import AgentSandboxPolicy
+from optarena.sandbox import AgentSandboxPolicy, entries_under, remove_tree
 from optarena.tasks import Task
 from optarena.tasks.external import FrozenExternal
 
@@ -104,7 +104,7 @@ def keep_log(written: Path, kept: Path) -> None:
     once the agent has ended, replacing whatever the agent left at `kept`; always written (empty
     when there was none), so a file the agent left under that name never passes for it."""
     if kept.is_dir() and not kept.is_symlink():
-        shutil.rmtree(kept)
+        remove_tree(kept)
     kept.unlink(missing_ok=True)
     if written.is_file():
         shutil.copyfile(written, kept)
@@ -448,7 +448,7 @@ def _store_delivery(
         "candidate": store.put_tree(paths.candidate, delivery.editable),
         "outcome": store.put_text(outcome.model_dump_json(indent=2)),
     }
-    for path in sorted(p for p in logs_dir.rglob("*") if p.is_file() and not p.is_symlink()):
+    for path in sorted(p for p in entries_under(logs_dir) if p.is_file() and not p.is_symlink()):
         out[f"logs/{path.relative_to(logs_dir).as_posix()}"] = store.put_file(path)
     for name, raw in outcome.logs.items():
         path = Path(raw)

@@ -6,7 +6,7 @@ from optarena.sandbox._agent import AgentSandbox, AgentSandboxError, AgentSandbo
 from optarena.sandbox._agent_sweep import sweep_agent_leftovers
 from optarena.sandbox._process import ResourceLimits, kill_tree, spawn
 from optarena.sandbox._sandbox import Capabilities, Sandbox, SandboxPolicy, probe
-from optarena.sandbox._untrusted import copy_untrusted
+from optarena.sandbox._untrusted import copy_untrusted, entries_under, remove_tree
 
 __all__ = [
     "AgentSandbox",
@@ -17,8 +17,10 @@ __all__ = [
     "Sandbox",
     "SandboxPolicy",
     "copy_untrusted",
+    "entries_under",
     "kill_tree",
     "probe",
+    "remove_tree",
     "spawn",
     "sweep_agent_leftovers",
 ]

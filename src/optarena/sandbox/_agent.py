@@ -60,6 +60,7 @@ from optarena.sandbox._tree import (
     stop_then_kill,
 )
 from optarena.sandbox._uids import UidLease, lease_uid
+from optarena.sandbox._untrusted import lchown_tree
 
 RELAY = str(Path(__file__).with_name("_agent_relay.py"))
 OPTARENA_PACKAGE = str(Path(__file__).resolve().parents[1])
@@ -88,15 +89,6 @@ class AgentSandboxPolicy:
 
 
 # --- ownership of the writable directories -------------------------------------------------
-
-
-def _chown_tree(root: Path, uid: int, gid: int) -> None:
-    """lchown everything under `root` (never following a link) and `root` itself."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in (*dirnames, *filenames):
-            with contextlib.suppress(FileNotFoundError):
-                os.lchown(os.path.join(dirpath, name), uid, gid)
-    os.lchown(root, uid, gid)
 
 
 @dataclass
@@ -210,7 +202,7 @@ class AgentSandbox:
             self.notes.append(f"user: no uid lease ({e})")
             return
         for path in dict.fromkeys([*self.writable, *([self.home] if self.home else [])]):
-            _chown_tree(path, self.lease.uid, self.lease.gid)
+            lchown_tree(path, self.lease.uid, self.lease.gid)
             self._given.append(path)
         self.measures["user"] = f"uid {self.lease.uid}"
 
@@ -410,7 +402,7 @@ class AgentSandbox:
             self.lease = None
         for path in self._given:
             with contextlib.suppress(FileNotFoundError):
-                _chown_tree(path, os.getuid(), os.getgid())
+                lchown_tree(path, os.getuid(), os.getgid())
         self._given = []
 
     def report(self) -> dict[str, Any]:

@@ -64,6 +64,7 @@ from optarena.sandbox._tree import (
     wait_dead,
 )
 from optarena.sandbox._uids import UidLease, lease_uid
+from optarena.sandbox._untrusted import lchown_tree
 
 __all__ = ["Capabilities", "Sandbox", "SandboxPolicy", "interpreter_paths", "probe"]
 
@@ -98,10 +99,7 @@ class SandboxPolicy:
 
 
 def _chown_tree(root: Path, uid: int) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in (*dirnames, *filenames):
-            os.lchown(os.path.join(dirpath, name), uid, uid)
-    os.chown(root, uid, uid)
+    lchown_tree(root, uid, uid)
     os.chmod(root, 0o700)
 
 

@@ -13,9 +13,12 @@ sockets and devices are left out, whenever they appear, and so is anything neste
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import stat
-from collections.abc import Callable, Container
+import subprocess
+from collections.abc import Callable, Container, Iterator
 from pathlib import Path
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -96,3 +99,39 @@ def _copy_file(dfd: int, name: str, dest: Path) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def entries_under(root: Path) -> Iterator[Path]:
+    """Every entry under `root` (links listed, never followed), walked with a stack: an agent
+    or a candidate may nest directories past Python's recursion limit, where `os.walk`,
+    `Path.rglob` and `shutil.rmtree` raise RecursionError. Unreadable directories are listed,
+    not entered."""
+    stack = [root]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for e in entries:
+            yield Path(e.path)
+            with contextlib.suppress(OSError):
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(Path(e.path))
+
+
+def lchown_tree(root: Path, uid: int, gid: int) -> None:
+    """`lchown` everything under `root` and `root` itself (never through a link)."""
+    for path in entries_under(root):
+        with contextlib.suppress(FileNotFoundError):
+            os.lchown(path, uid, gid)
+    os.lchown(root, uid, gid)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a directory an agent or candidate wrote, however deep it nests."""
+    try:
+        shutil.rmtree(path)
+    except RecursionError:  # rm works at any depth
+        subprocess.run(["rm", "-rf", "--", str(path)], check=False, timeout=600)
