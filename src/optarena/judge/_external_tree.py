@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from optarena.sandbox import remove_tree
+from optarena.sandbox import entries_under, remove_tree
 
 _CHUNK = 1 << 20
 
@@ -42,27 +42,15 @@ def _digest(path: Path) -> str:
 
 
 def tree_digests(root: Path) -> dict[str, str]:
-    """Every entry under `root` (relative path -> kind, mode and content), links not followed.
-    Walked with a stack: the candidate's commands may nest directories past Python's
-    recursion limit (os.walk recurses); a directory too deep to open is listed, not read."""
+    """Every entry under `root` (relative path -> kind, mode and content), links not followed,
+    however deep the candidate's commands nested it (`entries_under` does not recurse)."""
     out: dict[str, str] = {}
-    stack = [root]
-    while stack:
-        here = stack.pop()
+    for p in entries_under(root):
+        rel = p.relative_to(root).as_posix()
         try:
-            with os.scandir(here) as it:
-                entries = list(it)
-        except OSError:
-            continue
-        for e in entries:
-            p = Path(e.path)
-            try:
-                out[p.relative_to(root).as_posix()] = _digest(p)
-            except OSError as err:  # a path past PATH_MAX: new, so removed with its top
-                out[p.relative_to(root).as_posix()] = f"unreadable:{err.errno}"
-                continue
-            if e.is_dir(follow_symlinks=False):
-                stack.append(p)
+            out[rel] = _digest(p)
+        except OSError as err:  # a path past PATH_MAX: new, so removed with its top
+            out[rel] = f"unreadable:{err.errno}"
     return out
 
 

@@ -1,14 +1,18 @@
-"""Copying a tree that a running agent can change, without ever reading through a link.
+"""Trees an agent or a candidate wrote: copied, walked, handed back and removed safely.
 
-optarena reads the agent's workspace as its own user (root, typically), often while the agent
-still runs (the task tools judge the workspace mid-trial). A plain copy lists an entry, then
-opens it by path: in between, the agent can rename a link over it (`solution.py ->
-/root/.ssh/id_rsa`, or a directory link to the task package), and the copy reads what the link
-names with optarena's rights; an import error's traceback then quotes a line of it back. Here
-every directory and file is opened through the descriptor of its parent with `O_NOFOLLOW`, and
-checked with `fstat` on the open descriptor, so what is read is what was checked: links, FIFOs,
-sockets and devices are left out, whenever they appear, and so is anything nested deeper than
-`MAX_DEPTH` directories.
+Copying: optarena reads the agent's workspace as its own user (root, typically), often while
+the agent still runs (the task tools judge the workspace mid-trial). A plain copy lists an
+entry, then opens it by path: in between, the agent can rename a link over it (`solution.py
+-> /root/.ssh/id_rsa`, or a directory link to the task package), and the copy reads what the
+link names with optarena's rights; an import error's traceback then quotes a line of it back.
+Here every directory and file is opened through the descriptor of its parent with
+`O_NOFOLLOW`, and checked with `fstat` on the open descriptor, so what is read is what was
+checked: links, FIFOs, sockets and devices are left out, whenever they appear, and so is
+anything nested deeper than `MAX_DEPTH` directories.
+
+Walking, handing back, removing: such a tree may nest directories past Python's recursion
+limit, where `os.walk`, `Path.rglob`, `shutil.rmtree` and `copytree` raise RecursionError;
+`entries_under`, `lchown_tree` and `remove_tree` do not recurse.
 """
 
 from __future__ import annotations
