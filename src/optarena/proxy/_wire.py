@@ -18,9 +18,16 @@ from typing import Any, Literal
 ApiKind = Literal["anthropic", "responses", "chat"]
 
 
+# A path the upstream might read as another endpoint than its text says (`/v1/completions#/
+# messages`, `%2F`, `..`): never metered as an API, so a POST there is refused.
+_AMBIGUOUS = re.compile(r"[#%\\]|/\.\.?(/|$)|//")
+
+
 def api_kind(path: str) -> ApiKind | None:
     """The metered API a request path belongs to; None for anything else."""
     bare = path.split("?", 1)[0].rstrip("/")
+    if _AMBIGUOUS.search(bare):
+        return None
     if bare.endswith("/messages"):
         return "anthropic"
     if bare.endswith("/responses"):
@@ -41,7 +48,8 @@ _READS = frozenset({"GET", "HEAD", "OPTIONS"})
 def spends_nothing(method: str, path: str) -> bool:
     """Whether an unmetered request is one that spends no tokens (see `_COUNTING`)."""
     bare = path.split("?", 1)[0].rstrip("/")
-    return method.upper() in _READS or _COUNTING.search(bare) is not None
+    counting = _COUNTING.search(bare) is not None and not _AMBIGUOUS.search(bare)
+    return method.upper() in _READS or counting
 
 
 @dataclass
