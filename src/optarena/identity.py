@@ -17,6 +17,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from optarena.sandbox import entries_under
+
 _SKIP_DIRS = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 _SKIP_SUFFIXES = {".pyc", ".pyo"}
 
@@ -27,24 +29,14 @@ def sha256_bytes(data: bytes) -> str:
 
 def tree_files(root: Path) -> list[str]:
     """Relative POSIX paths of the content files under `root` (plain files: links are not
-    followed), sorted. Walked with a stack, not recursion: an agent's workspace may nest
-    directories deeper than Python's recursion limit (os.walk recurses)."""
-    out: list[str] = []
-    stack = [root]
-    while stack:
-        here = stack.pop()
-        try:
-            with os.scandir(here) as it:
-                entries = list(it)
-        except OSError:  # gone, unreadable, or a path too long
-            continue
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                if e.name not in _SKIP_DIRS:
-                    stack.append(Path(e.path))
-            elif e.is_file(follow_symlinks=False) and Path(e.name).suffix not in _SKIP_SUFFIXES:
-                out.append(Path(e.path).relative_to(root).as_posix())
-    return sorted(out)
+    followed), sorted. An agent's workspace may nest directories past Python's recursion
+    limit: `entries_under` walks with a stack."""
+    files = entries_under(root, enter=lambda d: d.name not in _SKIP_DIRS)
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in files
+        if p.suffix not in _SKIP_SUFFIXES and not p.is_symlink() and p.is_file()
+    )
 
 
 def hash_files(root: Path, relpaths: Iterable[str]) -> str:

@@ -105,11 +105,11 @@ def _copy_file(dfd: int, name: str, dest: Path) -> bool:
         os.close(fd)
 
 
-def entries_under(root: Path) -> Iterator[Path]:
+def entries_under(root: Path, enter: Callable[[Path], bool] | None = None) -> Iterator[Path]:
     """Every entry under `root` (links listed, never followed), walked with a stack: an agent
     or a candidate may nest directories past Python's recursion limit, where `os.walk`,
-    `Path.rglob` and `shutil.rmtree` raise RecursionError. Unreadable directories are listed,
-    not entered."""
+    `Path.rglob` and `shutil.rmtree` raise RecursionError. Unreadable directories, and those
+    `enter` refuses, are listed, not entered."""
     stack = [root]
     while stack:
         here = stack.pop()
@@ -121,7 +121,7 @@ def entries_under(root: Path) -> Iterator[Path]:
         for e in entries:
             yield Path(e.path)
             with contextlib.suppress(OSError):
-                if e.is_dir(follow_symlinks=False):
+                if e.is_dir(follow_symlinks=False) and (enter is None or enter(Path(e.path))):
                     stack.append(Path(e.path))
 
 
