@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from harness_example import BENCH_SERVER
 from optarena.agents import AgentLimits
 from optarena.fakemodel import FakeModelServer
 from optarena.fakemodel._harness_script import CLAIM_FILE, HarnessPlan, HarnessScript
-from optarena.harness import HarnessConfig, read_telemetry, run_harness
+from optarena.harness import HarnessConfig, RelayedCall, read_telemetry, run_harness
 from optarena.ledger import Ledger
 from optarena.tasks import resolve_task
 
@@ -35,20 +36,6 @@ TASK = resolve_task("rmsnorm")
 BASE = (TASK.baseline_dir / "solution.py").read_text()
 FAST = (TASK.root / "controls" / "optimized" / "solution.py").read_text()
 WRONG = "import numpy as np\n\n\ndef rmsnorm(x, weight, *, eps):\n    return np.zeros_like(x)\n"
-
-SERVER = '''from mcp.server.mcpserver import MCPServer
-
-server = MCPServer("bench")
-
-
-@server.tool()
-def probe(n: int) -> str:
-    """Say how many rows would be checked."""
-    return f"checked {n} rows"
-
-
-server.run()
-'''
 
 
 def _manifest(self_test: list[dict[str, object]]) -> str:
@@ -71,6 +58,12 @@ def _config(agent: str, bin_: str, url: str, **kw: object) -> HarnessConfig:
     )
 
 
+def _relayed(ledger: Ledger, trial_id: str | None) -> list[RelayedCall]:
+    """The built servers' calls as the relay logged them, from the trial's ledger artifact."""
+    trial = ledger.get(trial_id or "")
+    return read_telemetry(ledger.store.read_text(trial.artifacts["logs/harness_tool_calls.jsonl"]))
+
+
 def test_claude_builds_repairs_quarantines_activates_and_calls_a_tool(
     agent_bins: dict[str, str], ledger: Ledger
 ) -> None:
@@ -78,11 +71,11 @@ def test_claude_builds_repairs_quarantines_activates_and_calls_a_tool(
         target="solution.py", baseline=BASE, first=WRONG, later=FAST, later_starts_from=BASE,
         marker="def rmsnorm", claim=True,
         build={
-            ".harness/mcp/bench/server.py": SERVER,
+            ".harness/mcp/bench/server.py": BENCH_SERVER,
             ".harness/mcp/bench/manifest.json": _manifest(
                 [{"tool": "probe", "arguments": {"n": "many"}}]
             ),
-            ".harness/mcp/idle/server.py": SERVER,
+            ".harness/mcp/idle/server.py": BENCH_SERVER,
             ".harness/mcp/idle/manifest.json": _manifest([]),
         },
         repair={
@@ -114,8 +107,7 @@ def test_claude_builds_repairs_quarantines_activates_and_calls_a_tool(
     # only the qualified server is active and offered; its call is in the ledger's logs
     assert [(a.kind, a.name) for a in two.active] == [("mcp", "bench")]
     assert script.called == ["mcp__bench__probe"]
-    trial = ledger.get(two.trial_id or "")
-    calls = read_telemetry(ledger.store.read_text(trial.artifacts["logs/harness_tool_calls.jsonl"]))
+    calls = _relayed(ledger, two.trial_id)
     assert [(c.server, c.tool, c.status, c.arguments) for c in calls] == [
         ("bench", "probe", "ok", {"n": 7})
     ]
@@ -140,7 +132,7 @@ def test_codex_resumes_its_session_and_gets_the_skill_and_tool_it_built(
         marker="def rmsnorm",
         build={
             ".harness/skills/rmsnorm-one-pass/SKILL.md": skill,
-            ".harness/mcp/bench/server.py": SERVER,
+            ".harness/mcp/bench/server.py": BENCH_SERVER,
             ".harness/mcp/bench/manifest.json": _manifest(
                 [{"tool": "probe", "arguments": {"n": 3}}]
             ),
@@ -167,8 +159,7 @@ def test_codex_resumes_its_session_and_gets_the_skill_and_tool_it_built(
     # Codex defers MCP tools: the fresh session searched, then called the built tool, approved
     # by name; the relay's telemetry in the ledger shows that call
     assert script.called == ["mcp__bench__probe"]
-    trial = ledger.get(two.trial_id or "")
-    calls = read_telemetry(ledger.store.read_text(trial.artifacts["logs/harness_tool_calls.jsonl"]))
+    calls = _relayed(ledger, two.trial_id)
     assert [(c.server, c.tool, c.status, c.arguments) for c in calls] == [
         ("bench", "probe", "ok", {"n": 5})
     ]

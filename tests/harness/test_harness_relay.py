@@ -10,22 +10,9 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
+from harness_example import BENCH_SERVER
 from optarena.harness import read_telemetry
 from optarena.harness._relay import ServerHost
-
-SERVER = '''from mcp.server.mcpserver import MCPServer
-
-server = MCPServer("bench")
-
-
-@server.tool()
-def probe(n: int) -> str:
-    """Say how many rows would be checked."""
-    return f"checked {n} rows"
-
-
-server.run()
-'''
 
 
 def _send(f: IO[bytes], msg: Any) -> None:
@@ -48,7 +35,7 @@ def _call(i: Any, n: int) -> dict[str, Any]:
 def test_every_call_that_reaches_the_server_is_in_the_log(tmp_path: Path) -> None:
     snap = tmp_path / "snapshots" / "bench"
     snap.mkdir(parents=True)
-    (snap / "server.py").write_text(SERVER)
+    (snap / "server.py").write_text(BENCH_SERVER)
     host = ServerHost("bench", snap, [sys.executable, "server.py"])
     host.telemetry = tmp_path / "calls.jsonl"
     host.start()
