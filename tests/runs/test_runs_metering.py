@@ -217,3 +217,41 @@ def test_the_proxys_call_log_is_out_of_a_command_agents_reach(
     assert not any(
         k.startswith("logs/api_calls") and k != "logs/api_calls.jsonl" for k in rec.artifacts
     )
+
+
+# Spends through an endpoint the proxy cannot meter, then makes one metered call.
+UNMETERED = """python3 - <<'END'
+import json, os, urllib.error, urllib.request
+def post(url, body):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={
+        "content-type": "application/json", "authorization": "Bearer k"})
+    try:
+        print(urllib.request.urlopen(req, timeout=10).status)
+    except urllib.error.HTTPError as e:
+        print(e.code)
+post(os.environ["OPENAI_BASE_URL"] + "/completions", {"model": "gpt-5", "prompt": "hi"})
+post(os.environ["OPENAI_BASE_URL"] + "/completions%23/chat/completions", {"model": "gpt-5"})
+post(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+     {"model": "gpt-5", "messages": [{"role": "user", "content": "hi"}]})
+END
+"""
+
+
+def test_a_command_agent_cannot_spend_around_the_meter(
+    ledger: Ledger, rmsnorm: Task, agent: Callable[[str], str]
+) -> None:
+    """Legacy completions (and a path dressed as a metered one) are refused in a real trial:
+    nothing reaches the upstream but the metered call, the refusals are recorded and noted,
+    and the run is not called budget_exceeded."""
+    with FakeModelServer(make_script("hello")) as fake:
+        rec = _trial(ledger, rmsnorm, agent(UNMETERED), fake, max_tokens=10**6)
+    stdout = ledger.store.read_text(rec.artifacts["logs/stdout.log"])
+    assert stdout.split() == ["400", "400", "200"]
+    assert [s.path for s in fake.served] == ["/v1/chat/completions"]
+    assert rec.agent_status == "completed" and "cannot meter" in rec.agent_detail
+    calls = ledger.calls(rec.id)
+    assert [(c.api, c.refused is not None) for c in calls] == [
+        ("other", True),
+        ("other", True),
+        ("chat", False),
+    ]
