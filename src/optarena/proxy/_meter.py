@@ -71,9 +71,9 @@ class Meter:
         self._in_flight: set[int] = set()  # seqs handed out, not yet recorded
         self._seq = 0
         self._spent_calls, self._spent_tokens, self._spent_usd = 0, 0, 0.0
-        # answered calls whose tokens or cost the reply left unknown (seq numbers)
-        self._unknown_tokens: list[int] = []
-        self._unknown_cost: list[int] = []
+        # the first answered call whose tokens, or whose cost, the reply left unknown (its seq)
+        self._unknown_tokens: int | None = None
+        self._unknown_cost: int | None = None
 
     def next_seq(self) -> int:
         """A new call's number; the call is in flight until `record` takes it."""
@@ -99,19 +99,18 @@ class Meter:
         """Why a set token or cost limit could not be kept for the next call: an unknown
         count is not zero, so a budget that depends on one is refused rather than ignored."""
         lim = self.limits
-        if lim.max_tokens is not None and self._unknown_tokens:
+        if lim.max_tokens is not None and self._unknown_tokens is not None:
             return (
-                f"call {self._unknown_tokens[0]} reported no token counts: the token budget "
+                f"call {self._unknown_tokens} reported no token counts: the token budget "
                 "cannot be kept (for Chat Completions streams, ask for "
                 "stream_options.include_usage)"
             )
         if lim.max_cost_usd is not None:
             if self.prices.lookup(model) is None:
                 return f"no price for model {model!r}: the cost budget cannot be kept"
-            if self._unknown_cost:
+            if self._unknown_cost is not None:
                 return (
-                    f"call {self._unknown_cost[0]} has no known cost: the cost budget "
-                    "cannot be kept"
+                    f"call {self._unknown_cost} has no known cost: the cost budget cannot be kept"
                 )
         return None
 
@@ -156,10 +155,10 @@ class Meter:
                 self._spent_tokens += tokens or 0
                 self._spent_usd += call.cost_usd or 0.0
                 answered = call.status is not None and call.status < 400
-                if answered and tokens is None:
-                    self._unknown_tokens.append(call.seq)
-                if answered and call.cost_usd is None:
-                    self._unknown_cost.append(call.seq)
+                if answered and tokens is None and self._unknown_tokens is None:
+                    self._unknown_tokens = call.seq
+                if answered and call.cost_usd is None and self._unknown_cost is None:
+                    self._unknown_cost = call.seq
             if self.log_path is not None:
                 with self.log_path.open("a", encoding="utf-8") as f:
                     f.write(call.model_dump_json() + "\n")
