@@ -45,7 +45,6 @@ from optarena.harness._record import (
 from optarena.harness._registry import (
     ArtifactEntry,
     Registry,
-    copy_entry,
     load_registry,
     save_registry,
 )
@@ -54,6 +53,7 @@ from optarena.harness._score import better, count_calls, score_of, stop_reason
 from optarena.harness._session import follow_up
 from optarena.ledger import Ledger, TrialRecord, utc_now
 from optarena.runs import TrialConfig, run_trial, write_starter
+from optarena.sandbox import copy_entry
 from optarena.tasks import Task
 
 HarnessProgress = Callable[[str], None]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -100,16 +99,6 @@ def _walk(root: Path) -> list[str]:
         for p in entries_under(root)
         if p.is_symlink() or not p.is_dir()
     )
-
-
-def copy_entry(src: Path, dest: Path) -> None:
-    """Copy a file or directory with links kept as links (never read through)."""
-    if src.is_symlink():
-        os.symlink(os.readlink(src), dest)
-    elif src.is_dir():
-        shutil.copytree(src, dest, symlinks=True)
-    else:
-        shutil.copy2(src, dest, follow_symlinks=False)
 
 
 def not_plain(path: Path) -> list[str]:

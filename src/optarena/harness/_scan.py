@@ -12,9 +12,9 @@ from optarena.harness._registry import (
     ArtifactEntry,
     Registry,
     content_sha256,
-    copy_entry,
     not_plain,
 )
+from optarena.sandbox import copy_entry
 
 
 def scan_area(

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from optarena.sandbox import entries_under, remove_tree
+from optarena.sandbox import copy_entry, entries_under, remove_tree
 
 _CHUNK = 1 << 20
 
@@ -77,16 +77,13 @@ def copy_over(src: Path, tree: Path, skip: Iterable[str] = ()) -> list[str]:
         dest_dir = tree / rel  # a real directory: made so one level up, or `tree` itself
         for name in sorted((*dirnames, *filenames)):
             s, d = here / name, dest_dir / name
-            if s.is_symlink():
-                _remove(d)
-                os.symlink(os.readlink(s), d)
-            elif s.is_dir():
+            if s.is_dir() and not s.is_symlink():
                 if not d.is_dir() or d.is_symlink():
                     _remove(d)
                     d.mkdir()
             else:
                 _remove(d)
-                shutil.copy2(s, d, follow_symlinks=False)
+                copy_entry(s, d)
             if not s.is_dir() or s.is_symlink():
                 copied.append((rel / name).as_posix())
     return copied
@@ -149,9 +146,6 @@ class SealedTree:
                 os.chmod(dest, int(digest.split(":")[1], 8))
             else:
                 _remove(dest)
-                if digest.startswith("link:"):
-                    os.symlink(os.readlink(src), dest)
-                else:
-                    shutil.copy2(src, dest, follow_symlinks=False)
+                copy_entry(src, dest)  # a link or a file, as in the pristine copy
             touched.append(path)
         return touched

@@ -6,7 +6,12 @@ from optarena.sandbox._agent import AgentSandbox, AgentSandboxError, AgentSandbo
 from optarena.sandbox._agent_sweep import sweep_agent_leftovers
 from optarena.sandbox._process import ResourceLimits, kill_tree, spawn
 from optarena.sandbox._sandbox import Capabilities, Sandbox, SandboxPolicy, probe
-from optarena.sandbox._untrusted import copy_untrusted, entries_under, remove_tree
+from optarena.sandbox._untrusted import (
+    copy_entry,
+    copy_untrusted,
+    entries_under,
+    remove_tree,
+)
 
 __all__ = [
     "AgentSandbox",
@@ -16,6 +21,7 @@ __all__ = [
     "ResourceLimits",
     "Sandbox",
     "SandboxPolicy",
+    "copy_entry",
     "copy_untrusted",
     "entries_under",
     "kill_tree",

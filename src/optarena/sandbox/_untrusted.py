@@ -133,6 +133,16 @@ def lchown_tree(root: Path, uid: int, gid: int) -> None:
     os.lchown(root, uid, gid)
 
 
+def copy_entry(src: Path, dest: Path) -> None:
+    """Copy a file, a link or a directory with links kept as links (never read through)."""
+    if src.is_symlink():
+        os.symlink(os.readlink(src), dest)
+    elif src.is_dir():
+        shutil.copytree(src, dest, symlinks=True)
+    else:
+        shutil.copy2(src, dest, follow_symlinks=False)
+
+
 def remove_tree(path: Path) -> None:
     """Remove a directory an agent or candidate wrote, however deep it nests."""
     try:
