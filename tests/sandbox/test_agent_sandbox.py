@@ -25,9 +25,9 @@ from optarena.sandbox import (
     probe,
     sweep_agent_leftovers,
 )
-from optarena.sandbox._agent_child import mount_points
 from optarena.sandbox._agent_sweep import CGROUP_PREFIX
 from optarena.sandbox._cgroup import attach_self, find_pids_root
+from optarena.sandbox._root import mount_points
 from optarena.sandbox._tree import descendants, is_zombie
 from optarena.sandbox._uids import lease_uid
 
@@ -149,8 +149,9 @@ def test_only_the_workspace_and_home_are_writable(
     # given back: the judge reads the workspace as the user who started optarena
     assert (dirs["ws"] / "solution.py").stat().st_uid == os.getuid()
     report = sb.report()
-    assert report["mounts"].startswith("read-only but for the writable directories")
-    assert str(dirs["ledger"]) in report["hidden"] and "/run" in report["hidden"]
+    assert report["mounts"].startswith("private root: only the system")
+    assert not any(str(dirs["ledger"]).startswith(v) for v in report["visible"])
+    assert "/run" not in report["visible"] and str(dirs["ws"]) in report["visible"]
     assert report["ipc"] == ("private" if CAPS.ipcns is None else "host")
 
 
