@@ -68,7 +68,7 @@ def judged_intact(trial: Trial, agent: Agent, control: Callable[[str], Path]) ->
 def _contained(rec: TrialRecord) -> None:
     assert rec.state == "complete" and rec.agent_sandbox is not None
     assert rec.agent_sandbox["enabled"] is True
-    assert rec.agent_sandbox["mounts"].startswith("read-only")
+    assert rec.agent_sandbox["mounts"].startswith(("private root", "read-only"))
     assert rec.agent_sandbox["network"].startswith("netns")
     assert rec.outside_changes == []
 

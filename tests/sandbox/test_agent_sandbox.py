@@ -25,7 +25,7 @@ from optarena.sandbox import (
     probe,
     sweep_agent_leftovers,
 )
-from optarena.sandbox._agent_sweep import CGROUP_PREFIX
+from optarena.sandbox._agent_sweep import CGROUP_PREFIX, owned_name, sweep_agent_sockets
 from optarena.sandbox._cgroup import attach_self, find_pids_root
 from optarena.sandbox._root import mount_points
 from optarena.sandbox._tree import descendants, is_zombie
@@ -354,3 +354,44 @@ def test_a_sandbox_that_cannot_start_says_why_and_leaves_nothing(
         sb.spawn(["true"], env=dict(os.environ))
     assert sb.cgroup is None and sb.lease is None  # released on the way out
     assert dirs["ws"].stat().st_uid == os.getuid()  # and the workspace given back
+
+
+def test_the_sweep_removes_the_sockets_of_a_dead_optarenas_bridge_only() -> None:
+    """A `kill -9` of optarena leaves `optarena-agent-<pid>-<ticks>-<hex>/PORT.sock`: removed
+    once its owner is gone; a live owner's, an unattributable name and a directory holding
+    anything but sockets are left alone."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    tmp_path = Path(tempfile.mkdtemp(prefix="oa-"))  # short: a socket's path has a limit
+
+    def bridge(name: str, extra: str | None = None) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(d / "4242.sock"))
+        s.close()
+        if extra:
+            (d / extra).write_text("not ours to remove")
+        return d
+
+    gone = bridge(f"{CGROUP_PREFIX}{dead.pid}-1-aaaa")
+    live = bridge(owned_name())
+    legacy = bridge(f"{CGROUP_PREFIX}k3x9q2")  # mkdtemp's name: nobody can say whose
+    odd = bridge(f"{CGROUP_PREFIX}{dead.pid}-1-bbbb", extra="notes.txt")
+    assert sweep_agent_sockets([tmp_path]) == 1
+    assert not gone.exists() and live.exists() and legacy.exists()
+    assert (odd / "notes.txt").exists() and not (odd / "4242.sock").exists()
+    shutil.rmtree(tmp_path)
+
+
+@needs_netns
+def test_a_bridges_socket_directory_names_its_owner_and_goes_with_the_sandbox(
+    dirs: dict[str, Path],
+) -> None:
+    proxy = Listener()
+    script = f"ls /run; test -S /run/optarena-agent-*/{proxy.port}.sock && echo bridged"
+    out, sb = run_agent(dirs, script, ports=(proxy.port,))
+    assert sb.sockets is not None and sb.sockets.name.startswith(f"{CGROUP_PREFIX}{os.getpid()}-")
+    assert not sb.sockets.exists()
+    if CAPS.private_root is None:  # of the host's /run, only its own bridge
+        assert out.split() == [sb.sockets.name, "bridged"]

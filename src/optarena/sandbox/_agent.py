@@ -35,7 +35,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -46,7 +45,7 @@ from optarena.errors import OptarenaError
 from optarena.sandbox import _linux
 from optarena.sandbox._agent_child import AgentChildPlan, agent_child_setup, under_any
 from optarena.sandbox._agent_net import UnixBridge
-from optarena.sandbox._agent_sweep import AgentCgroup
+from optarena.sandbox._agent_sweep import AgentCgroup, owned_name, remove_socket_dir, socket_bases
 from optarena.sandbox._cgroup import PidsCgroup
 from optarena.sandbox._mounts import SCRATCH_DIRS, Mask, blockers, plan_masks, private_root
 from optarena.sandbox._probe import Capabilities
@@ -228,9 +227,10 @@ class AgentSandbox:
 
     def _open_bridges(self) -> None:
         """One Unix socket per allowed port, in a fresh directory under /run (or the temp
-        directory): both are hidden in every agent's mount namespace but this one's."""
-        base = "/run" if os.access("/run", os.W_OK) else None
-        self.sockets = Path(tempfile.mkdtemp(prefix="optarena-agent-", dir=base))
+        directory), absent from every other agent's root; named after this process, so that
+        the sweep after a `kill -9` can tell it is left over (`_agent_sweep`)."""
+        self.sockets = socket_bases()[0] / owned_name()
+        self.sockets.mkdir(mode=0o711)
         os.chmod(self.sockets, 0o711)
         for port in self.ports:
             bridge = UnixBridge(self.sockets / f"{port}.sock", port, mode=0o600)
@@ -430,8 +430,7 @@ class AgentSandbox:
             bridge.close()
         self.bridges = []
         if self.sockets is not None:
-            with contextlib.suppress(OSError):
-                self.sockets.rmdir()
+            remove_socket_dir(self.sockets)
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
