@@ -4,11 +4,14 @@ and export of the qualified ones only."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from optarena.agents import SandboxSpec
 from optarena.errors import OptarenaError
 from optarena.harness import (
     Registry,
@@ -20,6 +23,9 @@ from optarena.harness import (
     scan_area,
 )
 from optarena.harness._qualify import front_matter
+from optarena.ledger import Ledger
+from optarena.runs import agent_sandbox_spec
+from optarena.sandbox import AgentSandboxPolicy
 
 SERVER = '''
 from mcp.server.mcpserver import MCPServer
@@ -219,3 +225,47 @@ def test_an_artifact_holding_a_link_is_quarantined_and_what_it_names_is_never_re
         for p in (tmp_path / "export").rglob("*")
         if p.is_file() and not p.is_symlink()
     )
+
+
+def test_a_verifiers_report_carries_no_other_trials_files(tmp_path: Path) -> None:
+    """A failing test's output goes back to the agent in the repair prompt: a verifier that
+    prints every trial's workspace it can find shows none (the ledger is hidden by name, private
+    by mode, and absent from a default-deny root)."""
+    base = Path(tempfile.mkdtemp(prefix=".qualify-test-", dir=Path(__file__).resolve().parents[2]))
+    try:
+        base.chmod(0o755)
+        with Ledger.open(base / "L") as ledger:
+            other = ledger.work_dir("t0") / "workspace"
+            other.mkdir(parents=True)
+            (other / "solution.py").write_text("OTHER-TRIAL-SECRET-5512")
+            spec = agent_sandbox_spec(ledger, workspace=None, home=None)
+        d = tmp_path / "verifiers" / "snoop"
+        d.mkdir(parents=True)
+        snoop = f"cat {base}/L/work/*/workspace/* {base}/*/work/*/workspace/*; exit 1"
+        (d / "manifest.json").write_text(json.dumps({"test": ["sh", "-c", snoop]}))
+        q = qualify("verifier", d, spec=spec)
+        assert not q.passed and "OTHER-TRIAL-SECRET-5512" not in q.report, q.report
+    finally:
+        shutil.rmtree(base)
+
+
+def test_an_artifacts_command_keeps_the_agents_process_limit(tmp_path: Path) -> None:
+    """Contained as the agent: with the spec's `max_processes`, not the sandbox's default."""
+    d = tmp_path / "tools" / "forker"
+    d.mkdir(parents=True)
+    (d / "t.py").write_text(
+        "import os, sys\n"
+        "n = 0\n"
+        "for _ in range(64):\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            os.execvp('sleep', ['sleep', '5'])\n"
+        "        n += 1\n"
+        "    except OSError:\n"
+        "        break\n"
+        "sys.exit(0 if n < 32 else 1)\n"
+    )
+    (d / "manifest.json").write_text(json.dumps({"test": [sys.executable, "t.py"]}))
+    spec = SandboxSpec(policy=AgentSandboxPolicy(max_processes=24))
+    assert qualify("tool", d, spec=spec).passed
+    assert not qualify("tool", d).passed  # the default (1024) lets all 64 start

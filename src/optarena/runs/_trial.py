@@ -28,7 +28,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -38,7 +38,6 @@ from optarena.agents import (
     AgentOutcome,
     AgentRunner,
     RunContext,
-    SandboxSpec,
     create_runner,
     run_metered,
     runner_ref,
@@ -56,10 +55,11 @@ from optarena.ledger import (
     utc_now,
 )
 from optarena.records import TrialPaths
+from optarena.runs._containment import agent_sandbox_spec
 from optarena.runs._judging import JudgeFn
 from optarena.runs._sources import TrialTask, trial_task
 from optarena.runs._workspace import Delivery, capture, check_workspace, clear_dir
-from optarena.sandbox import AgentSandboxPolicy, entries_under, remove_tree
+from optarena.sandbox import entries_under, remove_tree
 from optarena.tasks import Task
 from optarena.tasks.external import FrozenExternal
 
@@ -365,7 +365,14 @@ def _run_agent(
         record.id,
         record.task.id,
         paths,
-        sandbox=_sandbox_spec(config, ledger, paths, task.hidden()),
+        sandbox=agent_sandbox_spec(
+            ledger,
+            workspace=paths.workspace,
+            home=paths.home,
+            limits=config.limits,
+            task_hidden=task.hidden(),
+            enabled=config.agent_sandbox,
+        ),
     )
     for hook in hooks:
         context = hook.before_agent(context) or context
@@ -373,23 +380,6 @@ def _run_agent(
     for hook in hooks:
         outcome = hook.after_agent(context, outcome)
     return outcome
-
-
-def _sandbox_spec(
-    config: TrialConfig, ledger: Ledger, paths: TrialPaths, task_hidden: tuple[Path, ...]
-) -> SandboxSpec:
-    """Hide the ledger directory (database, artifacts, every trial's work directory), every
-    other trial's workspace and what the task hides (an external task's holdout); give the
-    agent a private HOME in its work directory."""
-    if not config.agent_sandbox:
-        return SandboxSpec(policy=AgentSandboxPolicy.off())
-    mine = paths.workspace.resolve()
-    others = [w for w in ledger.workspaces() if w.is_dir() and w.resolve() != mine]
-    policy = AgentSandboxPolicy()
-    if config.limits.max_processes is not None:
-        policy = replace(policy, max_processes=config.limits.max_processes)
-    hidden = (ledger.home, *others, *task_hidden)
-    return SandboxSpec(policy=policy, hidden=hidden, home=paths.home)
 
 
 def _sandbox_record(
