@@ -163,6 +163,22 @@ def test_another_trials_workspace_cannot_be_read(
     judged_intact()
 
 
+def test_the_task_package_cannot_be_read(trial: Trial, agent: Agent, ledger: Ledger) -> None:
+    """Its controls hold a known-good `optimized` solution, its oracle the reference: the
+    agent finds the package through the installed optarena, and finds it empty."""
+    find = "python3 -c 'import optarena.tasks as t; print(t.BUILTIN_DIR)'"
+    body = (
+        f'tasks="$({find})"; echo "found $tasks"\n'
+        'cat "$tasks/rmsnorm/controls/optimized/solution.py" "$tasks/rmsnorm/oracle.py" || true\n'
+        'ls "$tasks/rmsnorm" | wc -l\n'
+    )
+    rec = trial(agent(body))
+    _contained(rec)
+    log = _log(ledger, rec)
+    assert "found /" in log and "def rmsnorm" not in log and "def reference" not in log, log
+    assert log.splitlines()[-1].strip() == "0", log
+
+
 def test_the_task_package_and_oracle_cannot_be_edited(
     ledger: Ledger,
     agent: Agent,
