@@ -21,7 +21,7 @@ from optarena.sandbox._cgroup import attach_self
 from optarena.sandbox._child import ChildPlan
 from optarena.sandbox._child import _enter_pid_namespace as enter_pid_namespace
 from optarena.sandbox._mounts import Mask, apply_masks, mount_proc
-from optarena.sandbox._root import RootPlan, enter_root, mount_points
+from optarena.sandbox._root import RootPlan, enter_root, leave_old_root, mount_points
 
 _UNTOUCHED = ("/proc", "/dev")  # kernel interfaces: left as they are (devices stay usable)
 
@@ -103,6 +103,8 @@ def agent_child_setup(plan: AgentChildPlan) -> None:
             enter_pid_namespace(ChildPlan(plan.workdir, status_fds=plan.status_fds,
                                           fd_ceiling=plan.fd_ceiling))  # fmt: skip
             mount_proc()  # from inside: it lists the namespace's processes only
+        if plan.unshare_flags & _linux.CLONE_NEWNS and plan.root is not None:
+            leave_old_root(plan.root)
         os.chdir(plan.workdir)  # after the mounts: the old cwd is on the read-only mount
         if plan.nproc is not None:
             import resource

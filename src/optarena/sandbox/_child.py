@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from optarena.sandbox import _linux
 from optarena.sandbox._cgroup import attach_self
 from optarena.sandbox._mounts import Mask, apply_masks, mount_proc, readonly_root
-from optarena.sandbox._root import RootPlan, enter_root
+from optarena.sandbox._root import RootPlan, enter_root, leave_old_root
 
 
 @dataclass(frozen=True)
@@ -185,6 +185,8 @@ def child_setup(plan: ChildPlan) -> None:
                 os.close(fd)
             if mount_ns:
                 mount_proc()  # from inside: a procfs shows the namespace of its mounter
+        if mount_ns and plan.root is not None:
+            leave_old_root(plan.root)
         os.chdir(plan.workdir)
         if plan.nproc is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (plan.nproc, plan.nproc))

@@ -94,9 +94,12 @@ def probe() -> Capabilities:
     pidns = try_child(ChildPlan(cwd, user | ns | _linux.CLONE_NEWPID, ids))
     ipcns = try_child(ChildPlan(cwd, user | _linux.CLONE_NEWIPC, ids))
     readonly = try_child(ChildPlan(cwd, user | ns, ids, masks=tmp, readonly=("/tmp",)))
+    # As sandboxes use it: with a fresh /proc in a PID namespace where there is one (inside a
+    # user namespace that mount has conditions of its own).
+    pid = _linux.CLONE_NEWPID if pidns is None else 0
     path_env = os.environ.get("PATH", "")
-    empty = private_root([], [], ["/tmp"], fresh_proc=False, path_env=path_env)
-    new_root = try_child(ChildPlan(cwd, user | ns, ids, root=empty))
+    empty = private_root([], [], ["/tmp"], fresh_proc=bool(pid), path_env=path_env)
+    new_root = try_child(ChildPlan(cwd, user | ns | pid, ids, root=empty))
     layout = _probe_cgroups()
     pids = layout.chosen.get("pids")
     cgroup = layout.why_not.get("pids") if pids is None else None

@@ -29,6 +29,7 @@ from optarena.sandbox import _linux
 EntryKind = Literal["bind", "link", "scratch", "empty", "null", "dir"]
 _MAX_LINKS = 40  # symlinks followed on the way to one path (the kernel's own limit)
 _STAGE = "/tmp"  # where the new root is assembled before the pivot (its old content is held)
+OLD_ROOT = "/.old-root"  # where the old root waits, inside the new one, to be detached
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,9 @@ def _place(stage: str, e: RootEntry, held: dict[str, tuple[int, bool]], scratch_
 
 def enter_root(plan: RootPlan, scratch_mb: int) -> None:
     """In the child, inside a fresh mount namespace: build the plan's root on a tmpfs and make
-    it this namespace's root; the old root is detached (unreachable by any path)."""
+    it this namespace's root. The old root stays at `OLD_ROOT` until `leave_old_root`: inside
+    a user namespace a fresh /proc may be mounted only while another procfs is visible in the
+    namespace (and that mount waits for the PID namespace's fork)."""
     _linux.mount(None, "/", None, _linux.MS_REC | _linux.MS_PRIVATE)
     old_umask = os.umask(0o022)  # the placeholders: traversable by the sandbox's uid
     held = _hold(plan.entries)
@@ -287,14 +290,21 @@ def enter_root(plan: RootPlan, scratch_mb: int) -> None:
         _linux.mount("tmpfs", _STAGE, "tmpfs", flags, "mode=755,size=1m")
         for e in plan.entries:
             _place(_STAGE, e, held, scratch_mb)
+        os.mkdir(_STAGE + OLD_ROOT, 0o700)
     finally:
         for fd, _ in held.values():
             os.close(fd)
         os.umask(old_umask)
     os.chdir(_STAGE)
-    _linux.pivot_root(".", ".")
-    _linux.umount2(".", _linux.MNT_DETACH)
+    _linux.pivot_root(".", "." + OLD_ROOT)
     os.chdir("/")
+
+
+def leave_old_root(plan: RootPlan) -> None:
+    """Detach the old root (no path leads to it any more) and make the new root's own tmpfs
+    mounts read-only. Once, after `enter_root` and any /proc mount."""
+    _linux.umount2(OLD_ROOT, _linux.MNT_DETACH)
+    os.rmdir(OLD_ROOT)
     ro = _linux.MS_REMOUNT | _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV
     for path in ["/", *plan.paths("empty")]:
         _linux.mount(None, path, None, ro)
