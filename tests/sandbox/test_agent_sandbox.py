@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -406,3 +407,27 @@ def test_a_bridges_socket_directory_names_its_owner_and_goes_with_the_sandbox(
         seen = out.split()  # of the host's bridges, only its own
         assert [w for w in seen if w.startswith(CGROUP_PREFIX)] == [sb.sockets.name], out
         assert seen[-1] == "bridged", out
+
+
+@needs_mounts
+def test_without_a_private_root_the_hidden_list_still_holds(
+    dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the kernel refuses a private root (pivot_root), the agent still runs: read-only
+    everywhere but its directories, the ledger and /run hidden by name, and the report says
+    that only what was listed is hidden."""
+    from optarena.sandbox import _agent
+
+    caps = replace(CAPS, private_root="pivot_root: refused here")
+    monkeypatch.setattr(_agent, "probe", lambda: caps)
+    script = f"""
+        echo ok > {dirs["ws"]}/solution.py && echo ws-written
+        cat {dirs["other"]}/solution.py 2>/dev/null || echo other-unreadable
+        ls /run | wc -l
+    """
+    out, sb = run_agent(dirs, script)
+    assert out.split() == ["ws-written", "other-unreadable", "0"], out
+    report = sb.report()
+    assert report["mounts"].startswith("read-only but for the writable directories")
+    assert report["visible"] is None and str(dirs["ledger"]) in report["hidden"]
+    assert any("no private root" in n for n in report["notes"])
