@@ -113,17 +113,25 @@ def test_a_failing_servers_stderr_is_in_its_report_not_on_the_terminal(
     assert "weights.bin" not in capfd.readouterr().err
 
 
-def test_a_tool_runs_its_test_contained(tmp_path: Path) -> None:
-    d = tmp_path / "tools" / "probe"
+def _tool(where: Path, name: str, test_py: str) -> Path:
+    """A tool artifact whose test is `python t.py` with this source."""
+    d = where / "tools" / name
     d.mkdir(parents=True)
+    (d / "t.py").write_text(test_py)
+    (d / "manifest.json").write_text(json.dumps({"test": [sys.executable, "t.py"]}))
+    return d
+
+
+def test_a_tool_runs_its_test_contained(tmp_path: Path) -> None:
     # the test passes only if it cannot write outside the replay workspace
-    (d / "t.py").write_text(
+    d = _tool(
+        tmp_path,
+        "probe",
         "import pathlib, sys\n"
         "try:\n    pathlib.Path('/root/optarena-harness-escape').write_text('x')\n"
         "except OSError:\n    sys.exit(0)\n"
-        "sys.exit(1)\n"
+        "sys.exit(1)\n",
     )
-    (d / "manifest.json").write_text(json.dumps({"test": [sys.executable, "t.py"]}))
     q = qualify("tool", d)
     assert q.passed, q.report
     assert not Path("/root/optarena-harness-escape").exists()
@@ -251,9 +259,9 @@ def test_a_verifiers_report_carries_no_other_trials_files(tmp_path: Path) -> Non
 
 def test_an_artifacts_command_keeps_the_agents_process_limit(tmp_path: Path) -> None:
     """Contained as the agent: with the spec's `max_processes`, not the sandbox's default."""
-    d = tmp_path / "tools" / "forker"
-    d.mkdir(parents=True)
-    (d / "t.py").write_text(
+    d = _tool(
+        tmp_path,
+        "forker",
         "import os, sys\n"
         "n = 0\n"
         "for _ in range(64):\n"
@@ -263,9 +271,8 @@ def test_an_artifacts_command_keeps_the_agents_process_limit(tmp_path: Path) -> 
         "        n += 1\n"
         "    except OSError:\n"
         "        break\n"
-        "sys.exit(0 if n < 32 else 1)\n"
+        "sys.exit(0 if n < 32 else 1)\n",
     )
-    (d / "manifest.json").write_text(json.dumps({"test": [sys.executable, "t.py"]}))
     spec = SandboxSpec(policy=AgentSandboxPolicy(max_processes=24))
     assert qualify("tool", d, spec=spec).passed
     assert not qualify("tool", d).passed  # the default (1024) lets all 64 start

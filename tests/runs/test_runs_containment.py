@@ -32,24 +32,10 @@ contained = pytest.mark.skipif(
 pytestmark = contained
 
 
-def _marked() -> list[int]:
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                cmd = Path(f"/proc/{name}/cmdline").read_bytes()
-                state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if MARKER.encode() in cmd and state != "Z":
-                out.append(int(name))
-    return out
-
-
 @pytest.fixture(autouse=True)
-def nothing_survives() -> Iterator[None]:
+def nothing_survives(find_pids: Callable[[str], list[int]]) -> Iterator[None]:
     yield
-    assert _marked() == [], "a process of the agent outlived its trial"
+    assert find_pids(MARKER) == [], "a process of the agent outlived its trial"
 
 
 @pytest.fixture

@@ -157,6 +157,19 @@ DAEMON = f"""setsid sh -c 'echo $$ > "$OPTARENA_LOGS_DIR/daemon.pid"; exec sleep
 while [ ! -s "$OPTARENA_LOGS_DIR/daemon.pid" ]; do sleep 0.01; done"""
 
 
+def _started_with_daemon(
+    tmp_path: Path, agent: Callable[[str], str], find_pids: Pids
+) -> tuple[subprocess.Popen[bytes], int, int]:
+    """`optarena run` with an agent that started a detached daemon: it, and the host pids of
+    the agent and the daemon."""
+    proc = _start_cli_trial(tmp_path, agent, DAEMON)
+    try:
+        return proc, _pid_of(find_pids, AGENT), _pid_of(find_pids, DAEMON_SLEEP)
+    except BaseException:
+        proc.kill()  # its agent dies with it (parent-death signal); reconcile sweeps the rest
+        raise
+
+
 def _wait_dead(pid: int, timeout_s: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while not _dead(pid) and time.monotonic() < deadline:
@@ -167,13 +180,7 @@ def _wait_dead(pid: int, timeout_s: float = 5.0) -> bool:
 def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
     tmp_path: Path, agent: Callable[[str], str], find_pids: Pids
 ) -> None:
-    proc = _start_cli_trial(tmp_path, agent, DAEMON)
-    try:
-        agent_pid = _pid_of(find_pids, AGENT)
-        daemon_pid = _pid_of(find_pids, DAEMON_SLEEP)
-    except BaseException:
-        proc.kill()  # its agent dies with it (parent-death signal); reconcile sweeps the rest
-        raise
+    proc, agent_pid, daemon_pid = _started_with_daemon(tmp_path, agent, find_pids)
     try:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 130
@@ -201,13 +208,7 @@ def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
 def test_kill_9_leaves_running_until_the_next_run_recovers_it_and_its_leftovers(
     tmp_path: Path, agent: Callable[[str], str], find_pids: Pids
 ) -> None:
-    proc = _start_cli_trial(tmp_path, agent, DAEMON)
-    try:
-        agent_pid = _pid_of(find_pids, AGENT)
-        daemon_pid = _pid_of(find_pids, DAEMON_SLEEP)
-    except BaseException:
-        proc.kill()  # its agent dies with it (parent-death signal); reconcile sweeps the rest
-        raise
+    proc, agent_pid, daemon_pid = _started_with_daemon(tmp_path, agent, find_pids)
     try:
         proc.kill()
         proc.wait(timeout=30)

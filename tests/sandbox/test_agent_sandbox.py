@@ -10,11 +10,11 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,6 +37,7 @@ from optarena.sandbox._root import mount_points
 from optarena.sandbox._tree import descendants, is_zombie
 from optarena.sandbox._uids import lease_uid
 
+Listen = Callable[..., Any]  # the `listen` fixture (tests/sandbox/conftest.py)
 MARKER = "3131.5"  # `sleep 3131.5`: a process of ours, easy to find in /proc
 CAPS = probe()
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -201,28 +202,6 @@ def test_a_dedicated_uid_owns_only_the_writable_directories(dirs: dict[str, Path
     assert "signalled-init" not in out
 
 
-class Listener:
-    """A TCP listener on the host's 127.0.0.1 that counts the connections it accepts."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.sendall(b"hello")
-            conn.close()
-
-
 CONNECT = """python3 - <<'EOF'
 import socket
 for port in ({ports}):
@@ -240,8 +219,8 @@ EOF"""
 
 
 @needs_netns
-def test_only_the_forwarded_port_is_reachable(dirs: dict[str, Path]) -> None:
-    proxy, other = Listener(), Listener()
+def test_only_the_forwarded_port_is_reachable(dirs: dict[str, Path], listen: Listen) -> None:
+    proxy, other = listen(), listen()
     out, sb = run_agent(
         dirs, CONNECT.format(ports=f"{proxy.port}, {other.port}"), ports=(proxy.port,)
     )
@@ -251,8 +230,10 @@ def test_only_the_forwarded_port_is_reachable(dirs: dict[str, Path]) -> None:
 
 
 @needs_netns
-def test_without_a_forwarded_port_nothing_is_reachable(dirs: dict[str, Path]) -> None:
-    other = Listener()
+def test_without_a_forwarded_port_nothing_is_reachable(
+    dirs: dict[str, Path], listen: Listen
+) -> None:
+    other = listen()
     out, _ = run_agent(dirs, CONNECT.format(ports=f"{other.port},"))
     assert out.splitlines() == [f"{other.port} refused", "no-internet"]
     assert other.accepted == 0
@@ -395,9 +376,9 @@ def test_the_sweep_removes_the_sockets_of_a_dead_optarenas_bridge_only() -> None
 
 @needs_netns
 def test_a_bridges_socket_directory_names_its_owner_and_goes_with_the_sandbox(
-    dirs: dict[str, Path],
+    dirs: dict[str, Path], listen: Listen
 ) -> None:
-    proxy = Listener()
+    proxy = listen()
     base = socket_bases()[0]
     script = f"ls {base}; test -S {base}/optarena-agent-*/{proxy.port}.sock && echo bridged"
     out, sb = run_agent(dirs, script, ports=(proxy.port,))

@@ -16,10 +16,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,35 +85,31 @@ def outside() -> Iterator[Outside]:
 
 
 Runner = Callable[[Outside, str, dict[str, str]], str]
+Listen = Callable[..., Any]  # the `listen` fixture (tests/sandbox/conftest.py)
+
+
+def _run_to_end(sb: AgentSandbox | Sandbox, argv: list[str], env: dict[str, str], log: Path) -> str:
+    """Run `argv` in `sb` to its end; what it printed."""
+    with open(log, "wb") as f:
+        proc = sb.spawn(argv, env=env, stdout=f, stderr=f)
+    try:
+        proc.wait(timeout=60)
+    finally:
+        sb.close()
+    return log.read_text()
 
 
 def _agent(o: Outside, script: str, env: dict[str, str], user: bool = True) -> str:
     ws, home = o.work / "workspace", o.work / "home"
-    sb = AgentSandbox(
-        AgentSandboxPolicy(user=user), writable=[ws, home], hidden=[o.ledger], home=home
-    )
-    log = o.base / "agent.log"
-    with open(log, "wb") as f:
-        proc = sb.spawn(["sh", "-c", script], env={**os.environ, **env}, stdout=f, stderr=f)
-    try:
-        proc.wait(timeout=60)
-    finally:
-        sb.close()
-    return log.read_text()
+    policy = AgentSandboxPolicy(user=user)
+    sb = AgentSandbox(policy, writable=[ws, home], hidden=[o.ledger], home=home)
+    return _run_to_end(sb, ["sh", "-c", script], {**os.environ, **env}, o.base / "agent.log")
 
 
 def _worker(o: Outside, script: str, env: dict[str, str]) -> str:
-    ws = o.work / "workspace"
-    sb = Sandbox(ws, LIMITS, SandboxPolicy(), hide=[o.ledger])
-    log = o.base / "worker.log"
-    with open(log, "wb") as f:
-        proc = sb.spawn(["/bin/sh", "-c", script], env={"PATH": os.environ["PATH"], **env},
-                        stdout=f, stderr=f)  # fmt: skip
-    try:
-        proc.wait(timeout=60)
-    finally:
-        sb.close()
-    return log.read_text()
+    sb = Sandbox(o.work / "workspace", LIMITS, SandboxPolicy(), hide=[o.ledger])
+    env = {"PATH": os.environ["PATH"], **env}
+    return _run_to_end(sb, ["/bin/sh", "-c", script], env, o.base / "worker.log")
 
 
 def _contained(o: Outside, script: str, env: dict[str, str]) -> str:
@@ -195,35 +191,35 @@ def test_a_second_mount_of_a_hidden_directory_is_absent(outside: Outside, run: R
 
 @where
 def test_a_socket_in_a_directory_nobody_listed_is_unreachable(
-    outside: Outside, run: Runner
+    outside: Outside, run: Runner, listen: Listen
 ) -> None:
     path = outside.base / "daemon.sock"
-    with _listening(socket.AF_UNIX, str(path)) as accepted:
-        os.chmod(path, 0o777)
-        out = run(outside, _connect(str(path)), {})
-    assert out.splitlines()[-1] == "refused" and accepted == [], out
+    daemon = listen(socket.AF_UNIX, str(path))
+    os.chmod(path, 0o777)
+    out = run(outside, _connect(str(path)), {})
+    assert out.splitlines()[-1] == "refused" and daemon.accepted == 0, out
 
 
 @needs_root
 @where
-def test_a_socket_under_dev_or_var_run_is_unreachable(outside: Outside, run: Runner) -> None:
+def test_a_socket_under_dev_or_var_run_is_unreachable(
+    outside: Outside, run: Runner, listen: Listen
+) -> None:
     """/dev is the host's (devices stay usable), /var/run is /run: neither carries a socket in."""
     name = outside.base.name
     for path in (f"/dev/{name}.sock", f"/run/{name}.sock"):
-        with _listening(socket.AF_UNIX, path) as accepted:
-            os.chmod(path, 0o777)
-            shown = path.replace("/run/", "/var/run/")
-            out = run(outside, _connect(shown), {})
-        assert out.splitlines()[-1] == "refused" and accepted == [], (path, out)
+        daemon = listen(socket.AF_UNIX, path)
+        os.chmod(path, 0o777)
+        out = run(outside, _connect(path.replace("/run/", "/var/run/")), {})
+        assert out.splitlines()[-1] == "refused" and daemon.accepted == 0, (path, out)
 
 
 @where
-def test_an_abstract_socket_is_unreachable(outside: Outside, run: Runner) -> None:
+def test_an_abstract_socket_is_unreachable(outside: Outside, run: Runner, listen: Listen) -> None:
     """An abstract Unix socket has no file: it belongs to a network namespace."""
-    name = "\0" + outside.base.name
-    with _listening(socket.AF_UNIX, name) as accepted:
-        out = run(outside, _connect("@" + name[1:]), {})
-    assert out.splitlines()[-1] == "refused" and accepted == [], out
+    daemon = listen(socket.AF_UNIX, "\0" + outside.base.name)
+    out = run(outside, _connect("@" + outside.base.name), {})
+    assert out.splitlines()[-1] == "refused" and daemon.accepted == 0, out
 
 
 def test_the_invoking_users_ssh_directory_is_absent(outside: Outside) -> None:
@@ -252,35 +248,6 @@ def test_proc_of_a_process_outside_leads_nowhere(outside: Outside, through: str)
 
 
 # --- helpers ----------------------------------------------------------------------------
-
-
-class _listening:
-    """A Unix listener (a path or an abstract name); `as` gives the list of accepted peers."""
-
-    def __init__(self, family: int, address: str) -> None:
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        self.sock.bind(address)
-        self.sock.listen(4)
-        self.address = address
-        self.accepted: list[object] = []
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted.append(conn)
-            conn.close()
-
-    def __enter__(self) -> list[object]:
-        threading.Thread(target=self._serve, daemon=True).start()
-        return self.accepted
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
-        if not self.address.startswith("\0"):
-            os.unlink(self.address)
 
 
 def _connect(address: str) -> str:
