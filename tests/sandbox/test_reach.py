@@ -266,3 +266,15 @@ def _connect(address: str) -> str:
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+@where
+def test_a_relative_path_entry_shows_nothing_of_optarenas_working_directory(
+    outside: Outside, run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`.` on PATH names optarena's working directory (often the project itself) outside the
+    sandbox: it must not become a directory the sandbox shows."""
+    monkeypatch.chdir(outside.repo)
+    monkeypatch.setenv("PATH", f".:bin:{os.environ['PATH']}")
+    out = run(outside, f"cat {outside.repo}/.git/secret.txt; echo done", {})
+    assert SECRET not in out and "done" in out, out

@@ -161,7 +161,10 @@ class AgentSandbox:
         `python3` may be it), optarena's own package (its relays), PATH (so commands
         resolve) and the version managers behind its shims, the readable and writable
         paths."""
-        path_dirs = [os.path.realpath(d) for d in os.environ.get("PATH", "").split(":") if d]
+        # Absolute entries only: `.` or `bin` would name optarena's working directory (a
+        # project, its repository) here and the agent's own inside.
+        entries = os.environ.get("PATH", "").split(":")
+        path_dirs = [os.path.realpath(d) for d in entries if d.startswith("/")]
         path_dirs = [d for d in path_dirs if os.path.isdir(d) and not under_any(d, self.hidden)]
         # A version manager's shims (pyenv, rbenv, asdf: `~/.pyenv/shims/python3`) are scripts
         # that run the manager from its root: without it every `python3` exits 127.
