@@ -68,8 +68,7 @@ def with_metering(outcome: AgentOutcome, session: MeteredSession) -> AgentOutcom
     if session.unmetered_refused:
         paths = ", ".join(sorted(set(session.unmetered_refused)))
         notes.append(f"the proxy refused requests it cannot meter: {paths}")
-    if session.unpriced_models():
-        notes.append(f"no price for {', '.join(session.unpriced_models())}: cost unknown")
+    notes += session.notes()
     return outcome.model_copy(
         update={
             "status": status,

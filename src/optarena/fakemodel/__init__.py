@@ -10,6 +10,7 @@ from optarena.fakemodel._script import (
     Reply,
     Script,
     Tool,
+    WireFault,
     make_script,
     optimize_script,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolResult",
+    "WireFault",
     "make_script",
     "optimize_script",
     "parse_request",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,23 @@ class Tool:
 
 
 @dataclass(frozen=True)
+class WireFault:
+    """How a streamed reply goes wrong on the wire, for the metering proxy's tests: `events`
+    rewrites the rendered events (drops the final usage, makes it lie, sends it twice); after
+    `cut_after` events the upstream hangs up without ending the stream; after `stall_after`
+    it sends nothing more and holds the connection open until the client leaves (a stream
+    that never ends). `event_delay_s` spaces the events."""
+
+    events: Callable[[list[bytes]], list[bytes]] | None = None
+    cut_after: int | None = None
+    stall_after: int | None = None
+    event_delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class Reply:
-    """One scripted reply: text or a tool call, or an HTTP error; `rule` names why."""
+    """One scripted reply: text or a tool call, or an HTTP error; `rule` names why. A text
+    is streamed in `pieces` deltas; `wire` makes the stream go wrong."""
 
     rule: str
     usage: CallTokens = field(default_factory=CallTokens)
@@ -44,6 +60,8 @@ class Reply:
     tool: Tool | None = None
     error_status: int | None = None
     delay_s: float = 0.0
+    pieces: int = 1
+    wire: WireFault | None = None
 
 
 # Literal usage per rule. Distinct numbers so a sum over calls identifies which calls happened.

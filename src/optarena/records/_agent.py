@@ -30,6 +30,14 @@ class Usage(BaseModel):
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = Field(default=None, description="part of output_tokens")
     cost_usd: float | None = None
+    tokens_at_least: int | None = Field(
+        default=None,
+        description="metered, when a count is unknown: every token the calls did report (a "
+        "lower bound, never the count); None when the counts are known",
+    )
+    cost_usd_at_least: float | None = Field(
+        default=None, description="metered, when the cost is unknown: a lower bound"
+    )
     calls: int | None = Field(default=None, description="model API calls")
     turns: int | None = None
     tool_calls: dict[str, int] | None = Field(default=None, description="tool name -> count")
