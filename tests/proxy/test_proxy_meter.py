@@ -148,3 +148,30 @@ def test_a_budget_an_unknown_count_would_break_refuses_the_next_call() -> None:
     assert c.admit("m-1") is None
     settle(c, input_tokens=5)  # counted, but no cost was worked out for it
     assert (c.admit("m-1") or "").startswith("call 1 has no known cost")
+
+
+def test_under_a_budget_a_call_waits_for_the_calls_before_it() -> None:
+    """A count still coming is unknown: under a token budget the next call is admitted only
+    once the earlier ones are recorded; still in flight after the wait, it is refused. With
+    no token or cost budget nothing waits."""
+    import threading
+
+    m = Meter(ProxyLimits(max_tokens=10**6), PRICES)
+    first = m.start(started_at="t", api="chat", method="POST", path="/v1/chat/completions")
+    assert m.admit("m-1", seq=first.seq) is None
+    nxt = m.start(started_at="t", api="chat", method="POST", path="/v1/chat/completions")
+    refusal = m.admit("m-1", seq=nxt.seq, wait_s=0.05)
+    assert refusal == (
+        "call(s) 1 still in flight after 0.05 s: their counts are unknown, so the budget "
+        "cannot be kept"
+    )
+    nxt.refused = refusal
+    m.record(nxt)  # as the proxy records a refused call
+    first.status, first.input_tokens, first.output_tokens = 200, 10, 10
+    threading.Timer(0.2, m.record, args=(first,)).start()
+    later = m.start(started_at="t", api="chat", method="POST", path="/v1/chat/completions")
+    assert m.admit("m-1", seq=later.seq, wait_s=30) is None  # once call 1 is counted
+    free = Meter(ProxyLimits(max_calls=10), PRICES)
+    a = free.start(started_at="t", api="chat", method="POST", path="/v1/chat/completions")
+    b = free.start(started_at="t", api="chat", method="POST", path="/v1/chat/completions")
+    assert free.admit("m-1", seq=a.seq) is None and free.admit("m-1", seq=b.seq) is None

@@ -17,12 +17,10 @@ from typing import Any
 
 import pytest
 
-from optarena.fakemodel import FakeModelServer, Reply, Script, WireFault
-from optarena.fakemodel._conversation import Conversation
-from optarena.proxy import CallRecord, CallTokens, MeteredSession, ProxyLimits, total_tokens
+from optarena.fakemodel import FakeModelServer, LongStreamScript, WireFault
+from optarena.proxy import CallRecord, MeteredSession, ProxyLimits, total_tokens
 from optarena.proxy import _handler as proxy_handler
 
-LONG = CallTokens(input=1000, output=7000, cache_read=200, cache_write=0, reasoning=0)
 PATHS = {"anthropic": "/v1/messages", "responses": "/v1/responses", "chat": "/v1/chat/completions"}
 APIS = list(PATHS)
 # priced in the shipped table, so a call's cost is known when its counts are
@@ -30,16 +28,9 @@ MODEL = {"anthropic": "claude-sonnet-4-5", "responses": "gpt-5-mini", "chat": "g
 DEARER = {"anthropic": "claude-opus-4-1", "responses": "gpt-5", "chat": "gpt-5"}
 
 
-class LongStream(Script):
-    """A 40-piece text reply of 7,000 output tokens, going wrong on the wire as told."""
-
-    name = "long-stream"
-
-    def __init__(self, wire: WireFault | None = None, delay_s: float = 0.0) -> None:
-        self.wire = wire or WireFault(event_delay_s=delay_s)
-
-    def decide(self, conv: Conversation) -> Reply:
-        return Reply("long", LONG, text="token " * 700, pieces=40, wire=self.wire)
+def long_stream(wire: WireFault | None = None, delay_s: float = 0.0) -> LongStreamScript:
+    """A 40-piece reply of 7,000 output tokens, going wrong on the wire as told."""
+    return LongStreamScript(wire or WireFault(event_delay_s=delay_s))
 
 
 def request(api: str) -> bytes:
@@ -108,12 +99,11 @@ def test_an_agent_hanging_up_mid_stream_does_not_make_the_call_small(
     rest of the stream for its final usage: the call counts its 7,000 output tokens, and a
     1,000-token budget refuses the next call."""
     with (
-        FakeModelServer(LongStream(delay_s=0.005)) as fake,
+        FakeModelServer(long_stream(delay_s=0.005)) as fake,
         MeteredSession(fake.url, ProxyLimits(max_tokens=1000), tmp_path / "c.jsonl") as s,
     ):
         read_then_hang_up(s.url, api, 30)
-        settled(s)
-        status, raw = call_whole(s.url, api)
+        status, raw = call_whole(s.url, api)  # at once: admitted only once call 1 is counted
     first = s.meter.calls[0]
     assert first.error and first.error.startswith("client disconnected")
     assert (first.input_tokens, first.output_tokens) == (1000, 7000)
@@ -130,7 +120,7 @@ def test_a_hung_up_stream_whose_rest_never_comes_is_unknown_and_stops_a_budget(
     the final usage. The count is unknown, what the stream reported is a lower bound, and a
     token budget refuses the next call, saying why."""
     monkeypatch.setattr(proxy_handler, "DRAIN_S", 0.5)
-    stall = LongStream(WireFault(stall_after=35, event_delay_s=0.02))  # paced: the proxy
+    stall = long_stream(WireFault(stall_after=35, event_delay_s=0.02))  # paced: the proxy
     # is still writing when the agent hangs up, so it learns the agent is gone
     with (
         FakeModelServer(stall) as fake,
@@ -161,9 +151,9 @@ def test_a_hung_up_stream_whose_rest_never_comes_is_unknown_and_stops_a_budget(
 def test_an_upstream_hanging_up_mid_stream_leaves_the_count_unknown(
     tmp_path: Path, api: str, cut_after: int
 ) -> None:
-    cut = LongStream(WireFault(cut_after=cut_after if cut_after > 0 else 10**6 - 1))
+    cut = long_stream(WireFault(cut_after=cut_after if cut_after > 0 else 10**6 - 1))
     if cut_after < 0:  # every event sent, the stream's end (a zero chunk) never
-        cut = LongStream(WireFault(events=lambda evs: [*evs[:-1]], cut_after=None))
+        cut = long_stream(WireFault(events=lambda evs: [*evs[:-1]], cut_after=None))
     with (
         FakeModelServer(cut) as fake,
         MeteredSession(fake.url, ProxyLimits(max_cost_usd=100.0), tmp_path / "c.jsonl") as s,
@@ -218,7 +208,7 @@ def test_a_final_usage_that_lies_or_lacks_output_is_unknown(
 
     wire = WireFault(events=_lie(api, edit))
     with (
-        FakeModelServer(LongStream(wire)) as fake,
+        FakeModelServer(long_stream(wire)) as fake,
         MeteredSession(fake.url, ProxyLimits(max_tokens=10**9), tmp_path / "c.jsonl") as s,
     ):
         assert call_whole(s.url, api)[0] == 200
@@ -245,7 +235,7 @@ def test_a_reply_from_a_dearer_model_is_priced_as_the_dearer(tmp_path: Path, api
     for reply_model in (MODEL[api], DEARER[api], "model-nobody-prices"):
         wire = WireFault(events=other(reply_model))
         with (
-            FakeModelServer(LongStream(wire)) as fake,
+            FakeModelServer(long_stream(wire)) as fake,
             MeteredSession(fake.url, ProxyLimits(), tmp_path / "c.jsonl") as s,
         ):
             assert call_whole(s.url, api)[0] == 200
@@ -261,7 +251,7 @@ def test_a_reply_from_a_dearer_model_is_priced_as_the_dearer(tmp_path: Path, api
 def test_a_stream_that_never_ends_is_cut_at_the_stop_and_recorded(tmp_path: Path, api: str) -> None:
     """An agent still reading a stream that never ends when its run ends: stopping the proxy
     cuts it, and the call is recorded as cut off, its count unknown. Nothing is lost."""
-    with FakeModelServer(LongStream(WireFault(stall_after=20))) as fake:
+    with FakeModelServer(long_stream(WireFault(stall_after=20))) as fake:
         s = MeteredSession(fake.url, ProxyLimits(), tmp_path / "c.jsonl").__enter__()
         reader = threading.Thread(target=_tolerant, args=(call_whole, s.url, api))
         reader.start()
@@ -327,3 +317,48 @@ def test_a_whole_reply_the_upstream_breaks_off_is_a_502_and_unknown(tmp_path: Pa
     c = only_call(s)
     assert c.status == 200 and total_tokens(c) is None and c.tokens_at_least == 0
     assert c.usage_note and c.usage_note.startswith("the upstream failed mid-reply")
+
+
+def test_calls_side_by_side_under_a_budget_are_counted_one_after_the_other(
+    tmp_path: Path,
+) -> None:
+    """Under a token budget a call waits until the calls before it are counted, so the budget
+    is checked against known counts: parallel honest calls all succeed, in turn."""
+    results: list[int] = []
+    with (
+        FakeModelServer(long_stream(delay_s=0.002)) as fake,
+        MeteredSession(fake.url, ProxyLimits(max_tokens=10**6), tmp_path / "c.jsonl") as s,
+    ):
+        threads = [
+            threading.Thread(target=lambda: results.append(call_whole(s.url, "chat")[0]))
+            for _ in range(3)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert results == [200, 200, 200]
+    assert s.usage().output_tokens == 3 * 7000 and s.meter.refusals == 0
+
+
+def test_a_call_waiting_for_admission_when_the_run_ends_is_refused_not_forwarded(
+    tmp_path: Path,
+) -> None:
+    with FakeModelServer(long_stream(WireFault(stall_after=5))) as fake:
+        s = MeteredSession(fake.url, ProxyLimits(max_tokens=10**6), tmp_path / "c.jsonl")
+        s.__enter__()
+        first = threading.Thread(target=_tolerant, args=(call_whole, s.url, "anthropic"))
+        first.start()
+        while not fake.served and not s.meter._in_flight:
+            threading.Event().wait(0.02)
+        second = threading.Thread(target=_tolerant, args=(call_whole, s.url, "anthropic"))
+        second.start()
+        while len(s.meter._in_flight) < 2:
+            threading.Event().wait(0.02)
+        s.proxy.stop(drain_s=0.2)
+        first.join(30)
+        second.join(30)
+    one, two = sorted(s.meter.calls, key=lambda c: c.seq)
+    assert one.error and one.error.startswith("cut off: the proxy stopped")
+    assert two.refused == "the run has ended" and two.status == 400
+    assert len(fake.served) <= 1  # the second never reached the upstream

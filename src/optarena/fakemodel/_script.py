@@ -73,6 +73,7 @@ USAGE: dict[str, CallTokens] = {
     "dawdle": CallTokens(input=20000, output=10, cache_read=0, cache_write=0, reasoning=0),
     "hang": CallTokens(input=400, output=20, cache_read=3000, cache_write=0, reasoning=0),
     "chat": CallTokens(input=12, output=9, cache_read=0, cache_write=0, reasoning=0),
+    "long": CallTokens(input=1000, output=7000, cache_read=200, cache_write=0, reasoning=0),
     "error": CallTokens(),
 }
 
@@ -170,6 +171,20 @@ class HelloScript(Script):
         return Reply("chat", USAGE["chat"], text="Hello from the optarena scripted model.")
 
 
+class LongStreamScript(Script):
+    """Answers every request with a long text (7,000 output tokens) streamed in 40 pieces,
+    spaced `wire.event_delay_s` apart, going wrong on the wire as `wire` says: the metering
+    proxy's cut-stream and lying-usage tests, and demos of them."""
+
+    name = "long-stream"
+
+    def __init__(self, wire: WireFault | None = None) -> None:
+        self.wire = wire or WireFault(event_delay_s=0.005)
+
+    def decide(self, conv: Conversation) -> Reply:
+        return Reply("long", USAGE["long"], text="token " * 700, pieces=40, wire=self.wire)
+
+
 class ErrorScript(Script):
     """An upstream that fails every call with HTTP `status`."""
 
@@ -245,7 +260,15 @@ def optimize_script(task_ref: str = "rmsnorm", after_write: str = "finish") -> O
     )
 
 
-SCRIPT_NAMES = ("optimize", "budget-hog", "hang", "upstream-error", "hello", "task-tools")
+SCRIPT_NAMES = (
+    "optimize",
+    "budget-hog",
+    "hang",
+    "upstream-error",
+    "hello",
+    "task-tools",
+    "long-stream",
+)
 
 
 def make_script(name: str, task: str = "rmsnorm", error_status: int = 500) -> Script:
@@ -260,6 +283,8 @@ def make_script(name: str, task: str = "rmsnorm", error_status: int = 500) -> Sc
         return ErrorScript(error_status)
     if name == "hello":
         return HelloScript()
+    if name == "long-stream":
+        return LongStreamScript()
     if name == "task-tools":
         from optarena.fakemodel._tools_script import TaskToolsScript
 

@@ -76,6 +76,7 @@ IDLE_S = 300.0  # a kept-alive connection may wait this long for its next reques
 REQUEST_S = 120.0  # and a request, once its first byte came, must be in by then
 IO_S = 600.0  # one socket operation while answering (an agent that stops reading)
 DRAIN_S = 120.0  # a stream the agent hung up on is read on for its usage this long
+ADMIT_WAIT_S = 600.0  # under a token or cost budget, for earlier calls to be counted
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -139,7 +140,7 @@ class Handler(BaseHTTPRequestHandler):
         usage: ReplyUsage | None = None
         try:
             if kind:
-                refusal = meter.admit(model)
+                refusal = meter.admit(model, seq=call.seq, wait_s=ADMIT_WAIT_S)
             elif not spends_nothing(self.command, call.path):
                 refusal = (
                     f"{self.command} {call.path} is not an API the proxy meters (Messages, "

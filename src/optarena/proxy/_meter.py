@@ -84,6 +84,7 @@ class Meter:
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)  # notified when a call is recorded
         self._in_flight: dict[int, CallRecord] = {}  # started, not yet recorded
+        self._closed = False  # the proxy is stopping: nothing more is admitted
         self._seq = 0
         self._spent_calls, self._spent_tokens, self._spent_usd = 0, 0, 0.0
         # the first call that may have spent an unknown number of tokens, or an unknown cost
@@ -102,18 +103,50 @@ class Meter:
         with self._lock:
             self.refused_connections += 1
 
-    def admit(self, model: str | None = None) -> str | None:
-        """None to forward the next call (for `model`); else the reason it is refused.
+    def admit(
+        self, model: str | None = None, *, seq: int | None = None, wait_s: float = 0.0
+    ) -> str | None:
+        """None to forward the next call (number `seq`, for `model`); else why it is refused.
 
         An admitted call counts against the call budget at once, not when its reply ends:
-        otherwise calls sent side by side would all be admitted under a budget of one."""
+        otherwise calls sent side by side would all be admitted under a budget of one. Under
+        a token or cost budget it first waits (at most `wait_s`) until every earlier metered
+        call is recorded: a count still coming is unknown, so the budget is checked against
+        known counts only (an agent hanging up mid-stream and calling again at once does not
+        get ahead of the count), and a run overshoots it by at most the call that spent it.
+        Earlier calls still in flight after the wait leave the budget unkeepable: refused."""
         with self._lock:
-            reason = self._over_budget() or self._unenforceable(model)
+            reason = self._wait_for_earlier(seq, wait_s)
+            if reason is None:
+                reason = self._over_budget() or self._unenforceable(model)
             if reason:
                 self.refusals += 1
             else:
                 self._spent_calls += 1
             return reason
+
+    def _wait_for_earlier(self, seq: int | None, wait_s: float) -> str | None:
+        """(Holding the lock.) Why the call cannot be admitted after waiting, if so."""
+        lim = self.limits
+        if seq is not None and (lim.max_tokens is not None or lim.max_cost_usd is not None):
+
+            def earlier() -> list[int]:
+                calls = self._in_flight.values()
+                return [c.seq for c in calls if c.seq < seq and c.api != "other"]
+
+            self._settled.wait_for(lambda: self._closed or not earlier(), timeout=wait_s)
+            if earlier() and not self._closed:
+                return (
+                    f"call(s) {', '.join(map(str, earlier()))} still in flight after "
+                    f"{wait_s:g} s: their counts are unknown, so the budget cannot be kept"
+                )
+        return "the run has ended" if self._closed else None
+
+    def close(self) -> None:
+        """The proxy is stopping: calls waiting to be admitted, or coming, are refused."""
+        with self._lock:
+            self._closed = True
+            self._settled.notify_all()
 
     def _unenforceable(self, model: str | None) -> str | None:
         """Why a set token or cost limit could not be kept for the next call: an unknown
@@ -142,7 +175,7 @@ class Meter:
             self._settled.wait_for(lambda: not self._in_flight, timeout=timeout_s)
             return len(self._in_flight)
 
-    def abandon(self, why: str) -> int:
+    def give_up(self, why: str) -> int:
         """Record every call still in flight as cut off (`why`), its spending unknown: the
         last resort when its handler could not finish. Its handler's own record, if it ever
         comes, is dropped. Returns how many there were."""
@@ -160,10 +193,12 @@ class Meter:
         lim, n, tokens, cost = self.limits, self._spent_calls, self._spent_tokens, self._spent_usd
         if lim.max_calls is not None and n >= lim.max_calls:
             return f"call budget exhausted ({n} of {lim.max_calls} calls made)"
+        some = "at least " if self._unknown_tokens is not None else ""
         if lim.max_tokens is not None and tokens >= lim.max_tokens:
-            return f"token budget exhausted ({tokens} of {lim.max_tokens} tokens used)"
+            return f"token budget exhausted ({some}{tokens} of {lim.max_tokens} tokens used)"
+        some = "at least " if self._unknown_cost is not None else ""
         if lim.max_cost_usd is not None and cost >= lim.max_cost_usd:
-            return f"cost budget exhausted (${cost:.4f} of ${lim.max_cost_usd:.4f} spent)"
+            return f"cost budget exhausted ({some}${cost:.4f} of ${lim.max_cost_usd:.4f} spent)"
         return None
 
     def account(self, call: CallRecord, usage: ReplyUsage | None) -> None:
@@ -205,7 +240,7 @@ class Meter:
     def record(self, call: CallRecord) -> None:
         with self._lock:
             if self._in_flight.pop(call.seq, None) is None:
-                return  # abandoned at the proxy's stop, recorded then
+                return  # given up on at the proxy's stop, recorded then
             self.calls.append(call)
             self._settled.notify_all()
             if may_have_spent(call):  # running totals for admit()

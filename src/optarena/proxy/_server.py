@@ -142,9 +142,10 @@ class MeteringProxy:
         self.httpd.shutdown()
         why = "cut off: the proxy stopped (the agent's run ended) with the call in flight"
         self.meter.drain(drain_s)
+        self.meter.close()
         self.httpd.cut_all(why)
         if self.meter.drain(STOP_GRACE_S):
-            self.meter.abandon(why)
+            self.meter.give_up(why)
         self.httpd.server_close()
 
     def __enter__(self) -> MeteringProxy:
