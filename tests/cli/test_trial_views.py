@@ -79,7 +79,7 @@ def test_listings_never_show_the_agents_own_claim_as_the_metered_cost(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`meter=false`: the listing showed the agent's own claim as "cost". Each figure has its
-    own labelled column; not metered is `-`, unknown `?`, a lower bound `>=`."""
+    own labelled column; not metered is `-`, unknown `?`, a lower bound `≥`."""
     home = tmp_path / "L"
     _ledger_with(
         home,
@@ -91,10 +91,10 @@ def test_listings_never_show_the_agents_own_claim_as_the_metered_cost(
     )
     assert main(["trials", "--ledger", str(home)]) == 0
     out = capsys.readouterr().out
-    assert "metered $" in out and "agent's $" in out and "agent's own report" in out
+    assert "metered" in out and "agent's" in out and "the agent's own claim" in out
     assert _cells(out, "t-unmetered")[-2:] == ["-", "$0.0123"]
     assert _cells(out, "t-metered")[-2:] == ["$0.0500", "$0.0123"]
-    assert _cells(out, "t-cut")[-2:] == [">=$0.0013", "?"]
+    assert _cells(out, "t-cut")[-2:] == ["≥$0.0013", "?"]
 
     assert main(["trial", "show", "t-unmetered", "--ledger", str(home)]) == 0
     show = capsys.readouterr().out
@@ -105,7 +105,7 @@ def test_listings_never_show_the_agents_own_claim_as_the_metered_cost(
     assert main(["trial", "show", "t-cut", "--ledger", str(home)]) == 0
     show = capsys.readouterr().out
     assert "metered    in ?, out ?, cache r/w ?/? (tokens unknown, at least 1201)" in show
-    assert "cost >=$0.0013  (by optarena's proxy)" in show
+    assert "cost ≥$0.0013  (by optarena's proxy)" in show
 
     assert main(["trial", "show", "t-unmetered", "--json", "--ledger", str(home)]) == 0
     trial = json.loads(capsys.readouterr().out)["trial"]
@@ -120,5 +120,5 @@ def test_the_trial_report_labels_each_figure() -> None:
     assert "| agent-reported cost USD (unchecked) | $0.0123 |" in md
     rec = rec.model_copy(update={"metered_usage": CUT})
     md = render_trial_markdown(rec, {})
-    assert "| metered cost USD | >=$0.0013 |" in md
-    assert "| metered tokens in/out, all | unknown / unknown, >=1201 |" in md
+    assert "| metered cost USD | ≥$0.0013 |" in md
+    assert "| metered tokens in/out, all | unknown / unknown, ≥1201 |" in md

@@ -233,3 +233,14 @@ def test_a_request_trickled_in_or_never_sent_is_closed_at_its_deadline(
         assert closed
         assert time.monotonic() - t0 < 60
     assert answered(session) == 200
+
+
+@pytest.mark.parametrize(
+    "head",
+    [b"".join(b"X-%d: y\r\n" % i for i in range(101)), b"X-Long: " + b"y" * 70_000 + b"\r\n"],
+)
+def test_too_many_or_too_long_headers_are_refused(session: MeteredSession, head: bytes) -> None:
+    with socket.create_connection(address(session), timeout=30) as sock:
+        sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + head + b"\r\n")
+        assert sock.recv(4096).split()[1] == b"431"
+    assert answered(session) == 200

@@ -80,7 +80,7 @@ def _agent_cell(r: TrialRecord) -> str:
 
 def cost_cells(record: TrialRecord) -> tuple[str, str]:
     """(metered, agent-reported) cost, never one passed off as the other: the metered cost is
-    `-` when no proxy ran; either is `?` when unknown, `>=$x` where only a lower bound is."""
+    `-` when no proxy ran; either is `?` when unknown, `≥$x` where only a lower bound is."""
     metered = "-" if record.metered_usage is None else record.metered_usage.cost_text()
     return metered, record.usage.cost_text()
 
@@ -102,15 +102,14 @@ def trials_table(records: list[TrialRecord], width: int = 80) -> Table:
         for r in records
     ]
     heads = ["trial", "when", "task", "agent", "verdict", "speed or reasons", "agent s"]
-    heads += ["metered $", "agent's $"]
-    table = fitted_table(heads, cells, wrap={3: 1, 5: 2}, width=width, right={6, 7, 8})
-    table.caption = COST_LEGEND
-    return table
+    heads += ["metered", "agent's"]
+    return fitted_table(heads, cells, wrap={3: 1, 5: 2}, width=width, right={6, 7, 8})
 
 
+# printed under the trials table: which cost each column is
 COST_LEGEND = (
-    "metered $: measured by optarena's proxy (- not metered); agent's $: the agent's own "
-    "report, unchecked; ? unknown, >= a lower bound"
+    "cost metered: by optarena's proxy (- not metered); agent's: the agent's own claim, "
+    "unchecked; ? unknown; ≥ a lower bound"
 )
 
 

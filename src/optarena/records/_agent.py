@@ -52,20 +52,20 @@ class Usage(BaseModel):
         return self.input_tokens + self.output_tokens + cached
 
     def cost_text(self, unknown: str = "?") -> str:
-        """The cost as shown: `$0.0130`; unknown: `>=$0.0013` where a lower bound is known,
+        """The cost as shown: `$0.0130`; unknown: `≥$0.0013` where a lower bound is known,
         else `unknown`."""
         if self.cost_usd is not None:
             return f"${self.cost_usd:.4f}"
         if self.cost_usd_at_least:
-            return f">=${self.cost_usd_at_least:.4f}"
+            return f"≥${self.cost_usd_at_least:.4f}"
         return unknown
 
     def tokens_text(self, unknown: str = "?") -> str:
-        """Every token processed, as shown: `8200`; unknown: `>=1201`, else `unknown`."""
+        """Every token processed, as shown: `8200`; unknown: `≥1201`, else `unknown`."""
         total = self.total_tokens()
         if total is not None:
             return str(total)
-        return f">={self.tokens_at_least}" if self.tokens_at_least else unknown
+        return f"≥{self.tokens_at_least}" if self.tokens_at_least else unknown
 
 
 class AgentLimits(BaseModel):
