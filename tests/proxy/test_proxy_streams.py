@@ -11,6 +11,7 @@ import http.client
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,8 @@ def long_stream(wire: WireFault | None = None, delay_s: float = 0.0) -> LongStre
     return LongStreamScript(wire or WireFault(event_delay_s=delay_s))
 
 
-def request(api: str) -> bytes:
-    body: dict[str, Any] = {"model": MODEL[api], "stream": True}
+def request(api: str, stream: bool = True) -> bytes:
+    body: dict[str, Any] = {"model": MODEL[api], "stream": stream}
     if api == "responses":
         body["input"] = "write a lot"
     else:
@@ -362,3 +363,25 @@ def test_a_call_waiting_for_admission_when_the_run_ends_is_refused_not_forwarded
     assert one.error and one.error.startswith("cut off: the proxy stopped")
     assert two.refused == "the run has ended" and two.status == 400
     assert len(fake.served) <= 1  # the second never reached the upstream
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_agent_gone_before_the_reply_starts_still_has_its_call_counted(
+    tmp_path: Path, stream: bool
+) -> None:
+    """Hung up before the upstream answered: writing the reply's head fails, and the proxy
+    still reads the whole reply for its usage."""
+    with (
+        FakeModelServer(LongStreamScript(delay_s=0.3)) as fake,
+        MeteredSession(fake.url, ProxyLimits(), tmp_path / "c.jsonl") as s,
+    ):
+        with socket.create_connection(address(s.url), timeout=30) as sock:
+            sock.sendall(request("anthropic", stream))
+        deadline = time.monotonic() + 30
+        while not fake.served:  # the upstream has sent the whole reply
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        settled(s)
+    c = only_call(s)
+    assert (c.input_tokens, c.output_tokens) == (1000, 7000) and c.cost_usd is not None
+    assert c.error and c.error.startswith("client disconnected")

@@ -172,17 +172,21 @@ class HelloScript(Script):
 
 
 class LongStreamScript(Script):
-    """Answers every request with a long text (7,000 output tokens) streamed in 40 pieces,
-    spaced `wire.event_delay_s` apart, going wrong on the wire as `wire` says: the metering
-    proxy's cut-stream and lying-usage tests, and demos of them."""
+    """Answers every request, after `delay_s`, with a long text (7,000 output tokens) streamed
+    in 40 pieces spaced `wire.event_delay_s` apart, going wrong on the wire as `wire` says: the
+    metering proxy's cut-stream and lying-usage tests, and demos of them."""
 
     name = "long-stream"
 
-    def __init__(self, wire: WireFault | None = None) -> None:
+    def __init__(self, wire: WireFault | None = None, delay_s: float = 0.0) -> None:
         self.wire = wire or WireFault(event_delay_s=0.005)
+        self.delay_s = delay_s  # before the reply starts
 
     def decide(self, conv: Conversation) -> Reply:
-        return Reply("long", USAGE["long"], text="token " * 700, pieces=40, wire=self.wire)
+        text = "token " * 700
+        return Reply(
+            "long", USAGE["long"], text=text, pieces=40, wire=self.wire, delay_s=self.delay_s
+        )
 
 
 class ErrorScript(Script):

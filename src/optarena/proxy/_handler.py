@@ -230,7 +230,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._relay_stream(kind, resp, call, t0)
         return self._relay_body(kind, resp, call, t0)
 
-    def _start_reply(self, resp: http.client.HTTPResponse, chunked: bool, length: int = 0) -> None:
+    def _start_reply(
+        self, resp: http.client.HTTPResponse, chunked: bool, length: int = 0
+    ) -> str | None:
+        """Send the reply's status and headers; why not, if the agent has hung up."""
         self.send_response_only(resp.status, resp.reason)
         for k, v in resp.getheaders():
             if k.lower() not in HOP_BY_HOP:
@@ -239,7 +242,26 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
         else:
             self.send_header("Content-Length", str(length))
-        self.end_headers()
+        try:
+            self.end_headers()
+        except OSError as e:
+            return f"{type(e).__name__}: {e}"
+        return None
+
+    def _agent_gone(self, call: CallRecord, why: str) -> float:
+        """The agent hung up mid-reply: noted; the reply is read on until the deadline
+        returned, for the usage at its end."""
+        call.error = call.error or f"client disconnected: {why}"[:300]
+        self.close_connection = True
+        self._upstream_timeout(DRAIN_S)
+        return time.monotonic() + DRAIN_S
+
+    def _fail(self, kind: ApiKind | None, status: int, message: str) -> None:
+        """An error reply from the proxy itself, mid-call: best effort (the agent may be
+        gone), never losing the call's record."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self._send_json(status, error_body(kind, status, f"optarena proxy: {message}"[:300]))
 
     def _relay_body(
         self, kind: ApiKind | None, resp: http.client.HTTPResponse, call: CallRecord, t0: float
@@ -253,13 +275,13 @@ class Handler(BaseHTTPRequestHandler):
             self._drop_upstream()
             why = self._cut or f"the upstream failed mid-reply: {type(e).__name__}: {e}"
             call.error = why[:300]
-            self._send_json(502, error_body(kind, 502, f"optarena proxy: {why}"[:300]))
+            self._fail(kind, 502, why)
             return ReplyUsage(None, note=f"{why}"[:300]) if kind else None
         call.ttfb_s = round(time.monotonic() - t0, 6)
         if len(data) > MAX_REPLY:
             self._drop_upstream()
             call.error = f"a reply over {MAX_REPLY >> 20} MiB, not passed on"
-            self._send_json(502, error_body(kind, 502, f"optarena proxy: {call.error}"))
+            self._fail(kind, 502, call.error)
             return ReplyUsage(None, note="the reply was too large to read") if kind else None
         usage = None
         obj = _json_object(data) if kind else None
@@ -271,9 +293,11 @@ class Handler(BaseHTTPRequestHandler):
                 call.reply_id = reply_id(obj)
         elif kind and obj is not None:
             call.error = _short(obj.get("error", obj))
-        self._start_reply(resp, chunked=False, length=0 if self.command == "HEAD" else len(data))
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        gone = self._start_reply(resp, False, 0 if self.command == "HEAD" else len(data))
+        if gone is None and self.command != "HEAD":
+            gone = self._pass_on(data)
+        if gone is not None:
+            self._agent_gone(call, gone)
         return usage
 
     def _relay_stream(
@@ -283,19 +307,17 @@ class Handler(BaseHTTPRequestHandler):
         hangs up, the rest is read on (up to DRAIN_S) for the usage the upstream reports at
         the end: an agent must not make a call's count unknown by leaving early."""
         tracker = SseUsage(kind)
-        self._start_reply(resp, chunked=True)
-        gone: str | None = None  # why the agent stopped reading
+        gone = self._start_reply(resp, chunked=True)  # why the agent stopped reading
+        deadline = self._agent_gone(call, gone) if gone is not None else 0.0
         cut: str | None = None  # why the stream stopped before its end
-        deadline = 0.0
+        too_late = f"the agent hung up and the rest did not come within {DRAIN_S:g} s"
         while True:
             try:
                 chunk = resp.read1(65536)
             except (OSError, http.client.HTTPException) as e:
-                cut = self._cut or (
-                    f"the agent hung up and the rest did not come within {DRAIN_S:g} s"
-                    if gone and time.monotonic() >= deadline
-                    else f"the upstream broke off the stream ({type(e).__name__})"
-                )
+                late = gone is not None and time.monotonic() >= deadline
+                broke = f"the upstream broke off the stream ({type(e).__name__})"
+                cut = self._cut or (too_late if late else broke)
                 call.error = call.error or cut[:300]
                 self._drop_upstream()
                 break
@@ -307,11 +329,9 @@ class Handler(BaseHTTPRequestHandler):
             if gone is None:
                 gone = self._pass_on(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 if gone is not None:
-                    call.error = f"client disconnected: {gone}"[:300]
-                    deadline = time.monotonic() + DRAIN_S
-                    self._upstream_timeout(DRAIN_S)
+                    deadline = self._agent_gone(call, gone)
             elif time.monotonic() >= deadline:
-                cut = f"the agent hung up and the rest did not come within {DRAIN_S:g} s"
+                cut = too_late
                 self._drop_upstream()
                 break
         if gone is None and cut is None:
