@@ -13,7 +13,7 @@ from rich.console import Console
 
 from ledger.conftest import running_record
 from optarena.cli import main
-from optarena.cli._trial_views import fitted_table
+from optarena.cli._trial_views import fitted_table, trials_table
 from optarena.ledger import Ledger, utc_now
 from optarena.records import Usage
 from optarena.report import render_trial_markdown
@@ -91,10 +91,14 @@ def test_listings_never_show_the_agents_own_claim_as_the_metered_cost(
     )
     assert main(["trials", "--ledger", str(home)]) == 0
     out = capsys.readouterr().out
-    assert "metered" in out and "agent's" in out and "the agent's own claim" in out
+    legend = " ".join(out.split())  # wrapped to the terminal's width
+    assert "metered by optarena's proxy" in legend and "agent's: the agent's own claim" in legend
     assert _cells(out, "t-unmetered")[-2:] == ["-", "$0.0123"]
     assert _cells(out, "t-metered")[-2:] == ["$0.0500", "$0.0123"]
     assert _cells(out, "t-cut")[-2:] == ["≥$0.0013", "?"]
+    with Ledger(home) as ledger:  # a listing where no agent reported a cost: no column of ?
+        table = trials_table([ledger.get("t-cut")], 80)
+    assert [c.header for c in table.columns][-2:] == ["agent s", "metered"]
 
     assert main(["trial", "show", "t-unmetered", "--ledger", str(home)]) == 0
     show = capsys.readouterr().out

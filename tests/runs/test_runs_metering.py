@@ -16,7 +16,9 @@ from optarena.agents import AgentLimits, AgentOutcome, RunContext
 from optarena.fakemodel import USAGE, FakeModelServer, LongStreamScript, WireFault, make_script
 from optarena.ledger import Ledger, TrialRecord
 from optarena.runs import TrialConfig, TrialHook, run_trial
+from optarena.sandbox import probe
 from optarena.tasks import Task
+from sandbox.test_agent_relay import FLOOD
 
 # One Anthropic call at $ANTHROPIC_BASE_URL, one Chat Completions call at $OPENAI_BASE_URL,
 # one at the proxy URL the template passed as $1; then the agent reports usage of its own
@@ -315,3 +317,18 @@ def test_hanging_up_mid_stream_neither_hides_tokens_nor_slips_past_a_budget(
     else:
         assert (first.input_tokens, first.output_tokens) == (1000, 7000)
         assert "token budget exhausted (8200 of 5000 tokens used)" in rec.agent_detail
+
+
+@pytest.mark.skipif(probe().netns is not None, reason="no network namespace: no bridge")
+def test_a_flood_of_connections_is_refused_and_noted_on_the_outcome(
+    ledger: Ledger, rmsnorm: Task, agent: Callable[[str], str]
+) -> None:
+    """600 connections straight to the bridge socket and 200 through the relay, held: the
+    bridge and the proxy refuse what is over their limits, and the trial's outcome says so."""
+    with FakeModelServer(make_script("hello")) as fake:
+        rec = _trial(ledger, rmsnorm, agent(FLOOD.format(port=0)), fake)
+    err = ledger.store.read_text(rec.artifacts["logs/stderr.log"])
+    assert "held 800" in ledger.store.read_text(rec.artifacts["logs/stdout.log"]), err
+    assert "the agent's network bridge refused" in rec.agent_detail
+    assert "the proxy refused" in rec.agent_detail and "over its limit of 32" in rec.agent_detail
+    assert rec.agent_sandbox is not None and rec.agent_sandbox["bridge_refused"] >= 600 - 64

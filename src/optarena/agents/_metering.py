@@ -69,6 +69,9 @@ def with_metering(outcome: AgentOutcome, session: MeteredSession) -> AgentOutcom
         paths = ", ".join(sorted(set(session.unmetered_refused)))
         notes.append(f"the proxy refused requests it cannot meter: {paths}")
     notes += session.notes()
+    bridged = (outcome.sandbox or {}).get("bridge_refused")
+    if bridged:
+        notes.append(f"the agent's network bridge refused {bridged} connection(s) over its limit")
     return outcome.model_copy(
         update={
             "status": status,

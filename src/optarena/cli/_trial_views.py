@@ -87,7 +87,9 @@ def cost_cells(record: TrialRecord) -> tuple[str, str]:
 
 def trials_table(records: list[TrialRecord], width: int = 80) -> Table:
     """One row per trial, fitted to `width` columns: cells wrap between words, never inside
-    one. Unknown figures are `?`; the full usage is in `trial show`."""
+    one. Unknown figures are `?`; the full usage is in `trial show`. The cost the agent
+    reported has its own column, shown when any listed trial has one (a column of `?` would
+    only take the room the other columns need)."""
     cells = [
         [
             r.id,
@@ -103,12 +105,15 @@ def trials_table(records: list[TrialRecord], width: int = 80) -> Table:
     ]
     heads = ["trial", "when", "task", "agent", "verdict", "speed or reasons", "agent s"]
     heads += ["metered", "agent's"]
-    return fitted_table(heads, cells, wrap={3: 1, 5: 2}, width=width, right={6, 7, 8})
+    if all(row[-1] == "?" for row in cells):
+        heads, cells = heads[:-1], [row[:-1] for row in cells]
+    right = set(range(6, len(heads)))
+    return fitted_table(heads, cells, wrap={3: 1, 5: 2}, width=width, right=right)
 
 
 # printed under the trials table: which cost each column is
 COST_LEGEND = (
-    "cost metered: by optarena's proxy (- not metered); agent's: the agent's own claim, "
+    "cost: metered by optarena's proxy (- not metered); agent's: the agent's own claim, "
     "unchecked; ? unknown; ≥ a lower bound"
 )
 

@@ -1,12 +1,14 @@
 """Per-trial accounting for the metering proxy: one record per model call, running totals,
 and the limits that refuse the next call once a budget is spent.
 
-Limits are checked before a call is forwarded: a call in flight is never cut mid-stream, so a
-run can overshoot a budget by at most the calls it had in flight when the budget ran out; the
-next call is refused with an API error the agent shows. A budget the proxy cannot keep (an
-answered call without token counts under a token limit, a model without a price under a cost
-limit) refuses the next call too: unknown is not zero. Records never hold request headers,
-so API keys never reach a log or the ledger.
+Limits are checked before a call is forwarded, never by cutting a call mid-stream. Under a
+token or cost limit a call waits until the calls before it are counted, so a run overshoots
+a budget by at most the call that spent it; the next call is refused with an API error the
+agent shows. A count the proxy does not know is not zero: it refuses the next call under the
+budget it would break (an answered call without believable token counts under a token limit,
+a call or model without a price under a cost limit), and what such a call did report counts
+toward the budget as its lower bound (`tokens_at_least`, `cost_usd_at_least`). Records never
+hold request headers, so API keys never reach a log or the ledger.
 """
 
 from __future__ import annotations
