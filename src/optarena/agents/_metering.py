@@ -68,8 +68,10 @@ def with_metering(outcome: AgentOutcome, session: MeteredSession) -> AgentOutcom
     if session.unmetered_refused:
         paths = ", ".join(sorted(set(session.unmetered_refused)))
         notes.append(f"the proxy refused requests it cannot meter: {paths}")
-    if session.unpriced_models():
-        notes.append(f"no price for {', '.join(session.unpriced_models())}: cost unknown")
+    notes += session.notes()
+    bridged = (outcome.sandbox or {}).get("bridge_refused")
+    if bridged:
+        notes.append(f"the agent's network bridge refused {bridged} connection(s) over its limit")
     return outcome.model_copy(
         update={
             "status": status,

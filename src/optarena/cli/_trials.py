@@ -14,6 +14,7 @@ from optarena.cli._render import brief, verdict_markup
 from optarena.cli._safe import escape
 from optarena.cli._speed_view import metrics_view, speed_markup
 from optarena.cli._trial_views import (
+    COST_LEGEND,
     PhaseView,
     artifact_paths,
     judgements_table,
@@ -283,6 +284,7 @@ def trials_cmd(
             console.print(f"no trials match in {ledger.db_path}")
             return
         console.print(trials_table(records, console.width))
+        console.print(COST_LEGEND, style="dim", markup=False, soft_wrap=False)
 
 
 @trial_app.command("show")
@@ -399,6 +401,7 @@ def run_demo(ledger_dir: Path | None = None, budget_s: float = 2.0) -> list[Tria
             finally:
                 view.stop()
         console.print(trials_table(records, console.width))
+        console.print(COST_LEGEND, style="dim", markup=False, soft_wrap=False)
         for r in records:
             codes = f" ({', '.join(r.reason_codes)})" if r.reason_codes else ""
             console.print(

@@ -135,6 +135,7 @@ class AgentSandbox:
         self.lease: UidLease | None = None
         self.cgroup: PidsCgroup | None = None
         self.bridges: list[UnixBridge] = []
+        self.bridge_refused = 0  # connections the bridges closed over their limit
         self.namespace: tuple[str, str] | None = None
         self.measures: dict[str, str] = {}
         self.notes: list[str] = []
@@ -390,6 +391,7 @@ class AgentSandbox:
     def _release(self) -> None:
         for bridge in self.bridges:
             bridge.close()
+            self.bridge_refused += bridge.refused
         self.bridges = []
         if self.sockets is not None:
             with contextlib.suppress(OSError):
@@ -434,4 +436,5 @@ class AgentSandbox:
             "setup_ms": self.timing.setup_ms,
             "teardown_ms": self.timing.teardown_ms,
             "notes": list(self.notes),
+            "bridge_refused": self.bridge_refused,
         }
