@@ -77,7 +77,10 @@ def judge_external_cmd(
             ci = o.ratio_ci
             span = f", interval {ci[0]:.3f}..{ci[1]:.3f}" if ci else ""
             ratio = "-" if o.ratio is None else f"{o.ratio:.3f}"
-            console.print(f"  speed: {ratio}x baseline{span}, {o.verdict} ({o.why})")
-            for note in m.crosscheck:
-                console.print(f"  note: {escape(note)}")
+            console.print(f"  speed: {ratio}x baseline{span}, {o.verdict} ({escape(o.why)})")
+            if m.os_check is not None and m.os_check.outcome != "not_needed":
+                c = m.os_check
+                console.print(f"  OS check: {c.outcome} ({c.basis}): {escape(c.why)}")
+                if c.advice:
+                    console.print(f"  to resolve it: {escape(c.advice)}")
     raise typer.Exit(0 if result.verdict == "accepted" else 1)

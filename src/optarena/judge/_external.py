@@ -11,36 +11,27 @@ verdict is never `improved`; without a benchmark there are no metrics. Gaps are 
 from __future__ import annotations
 
 import hashlib
-import math
-import random
 import secrets
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optarena.errors import OptarenaError, TaskPackageError
-from optarena.judge._external_crosscheck import crosscheck
-from optarena.judge._external_run import (
-    CommandRun,
-    JUnitReport,
-    limits_of,
-    read_junit,
-    read_metric,
-    run_command,
-)
+from optarena.errors import OptarenaError
+from optarena.judge._external_bench import benchmark
+from optarena.judge._external_ctx import BrokenTaskError, Ctx, Rejected
+from optarena.judge._external_run import JUnitReport, read_junit
 from optarena.judge._external_tree import SealedTree, copy_over, tree_digests
-from optarena.judge._measure_report import summarize
 from optarena.judge._result import Check
-from optarena.judge._stats import decided, estimate
-from optarena.records import BenchmarkRound, BenchmarkStop, ExternalMetrics
+from optarena.records import ExternalMetrics
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import in_scope
 from optarena.tasks.external import FrozenExternal, git
+
+__all__ = ["BrokenTaskError", "ExternalJudgement", "judge_external"]
 
 EXTERNAL_JUDGE_SCHEMA_VERSION = 1
 
@@ -63,49 +54,6 @@ class ExternalJudgement(BaseModel):
     finished_at: str
 
 
-class BrokenTaskError(TaskPackageError):
-    """The baseline itself fails the task's set-up, gate or benchmark: the task is broken, not
-    the candidate. The message names the spec file and the field whose command failed, so the
-    user knows what to fix."""
-
-    def __init__(self, frozen: FrozenExternal, field: str, detail: str) -> None:
-        self.field = field
-        where = frozen.path or frozen.frozen.spec_path
-        super().__init__(f"{where}: field '{field}': on the baseline, {detail}")
-
-
-@dataclass
-class _Ctx:
-    frozen: FrozenExternal
-    policy: SandboxPolicy | None
-    checks: list[Check]
-    sealed: dict[Path, SealedTree] = field(default_factory=dict)  # tree -> its seal
-    watched: frozenset[str] = frozenset()  # what no command of the candidate's may change
-    last: dict[Path, str] = field(default_factory=dict)  # tree -> its last unsettled command
-    baseline_tests: int | None = None  # test cases in the baseline gate's JUnit report
-
-    def run(self, cmd: str, tree: Path, timeout_s: float) -> CommandRun:
-        """Run `cmd` in `tree`; a sealed tree is first put back as prepared, so no command
-        sees what an earlier one (the candidate's code in it) wrote. What a command wrote
-        stays until the next one (the gate's JUnit report is read from it)."""
-        s = self.frozen.spec
-        self.settle(tree)
-        if tree in self.sealed:
-            self.last[tree] = f"`{cmd}`"
-        return run_command(cmd, tree, timeout_s, s.env, limits_of(s.limits), self.policy)
-
-    def settle(self, tree: Path) -> None:
-        """Put `tree` back as sealed, noting what its last command changed."""
-        if tree in self.sealed and tree in self.last:
-            self.sealed[tree].restore(after=self.last.pop(tree))
-
-    def fail(self, name: str, code: str, detail: str) -> None:
-        self.checks.append(Check(name=name, workload=None, passed=False, detail=detail, code=code))
-
-    def ok(self, name: str, detail: str) -> None:
-        self.checks.append(Check(name=name, workload=None, passed=True, detail=detail))
-
-
 def _clone(frozen: FrozenExternal, dest: Path) -> None:
     git(["clone", "-q", "--shared", "--no-checkout", str(frozen.repo), str(dest)], dest.parent)
     git(["checkout", "-q", "--detach", frozen.frozen.base_commit], dest)
@@ -120,7 +68,7 @@ def _apply(candidate: Path, tree: Path) -> str:
                 cwd=tree, check=True, capture_output=True, text=True, timeout=60,
             )  # fmt: skip
         except subprocess.CalledProcessError as e:
-            raise _Rejected("candidate", "patch_does_not_apply", e.stderr.strip()[-500:]) from None
+            raise Rejected("candidate", "patch_does_not_apply", e.stderr.strip()[-500:]) from None
         return "patch"
     if not candidate.is_dir():
         raise OptarenaError(f"candidate {candidate}: neither a patch file nor a directory")
@@ -128,14 +76,8 @@ def _apply(candidate: Path, tree: Path) -> str:
     return "directory"
 
 
-class _Rejected(Exception):
-    def __init__(self, name: str, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.name, self.code, self.detail = name, code, detail
-
-
 def _scope(frozen: FrozenExternal, tree: Path) -> tuple[list[str], list[str], str]:
-    """(changed in scope, new files ignored, sha256 of the in-scope diff); raises _Rejected for
+    """(changed in scope, new files ignored, sha256 of the in-scope diff); raises Rejected for
     a tracked file outside the scope that changed."""
     editable = frozen.spec.project.editable
     status = git(
@@ -153,7 +95,7 @@ def _scope(frozen: FrozenExternal, tree: Path) -> tuple[list[str], list[str], st
         else:
             outside.append(path)
     if outside:
-        raise _Rejected("scope", "out_of_scope", f"changed outside the editable scope: {outside}")
+        raise Rejected("scope", "out_of_scope", f"changed outside the editable scope: {outside}")
     for path in ignored:
         (tree / path).unlink()
     git(["add", "-A"], tree)
@@ -171,7 +113,7 @@ def _watched(frozen: FrozenExternal, tree: Path) -> frozenset[str]:
     return frozenset(out)
 
 
-def _prepare(ctx: _Ctx, tree: Path, arm: str, pristine: Path) -> None:
+def _prepare(ctx: Ctx, tree: Path, arm: str, pristine: Path) -> None:
     """Holdout, then set-up, then the seal; a failure is the task's for the baseline, the
     candidate's else."""
     f = ctx.frozen
@@ -184,7 +126,7 @@ def _prepare(ctx: _Ctx, tree: Path, arm: str, pristine: Path) -> None:
             detail = f"set-up `{r.command}` exited {r.returncode}: {r.tail()}"
             if arm == "baseline":
                 raise BrokenTaskError(f, "setup.command", detail)
-            raise _Rejected("setup", "setup_failed", detail)
+            raise Rejected("setup", "setup_failed", detail)
     during = f"set-up `{f.spec.setup.command}`" if f.spec.setup else "set-up"
     try:
         ctx.sealed[tree] = SealedTree.seal(tree, pristine, ctx.watched, before, during)
@@ -192,10 +134,10 @@ def _prepare(ctx: _Ctx, tree: Path, arm: str, pristine: Path) -> None:
         detail = f"{during} left directories nested too deep to copy"
         if arm == "baseline":
             raise BrokenTaskError(f, "setup.command", detail) from None
-        raise _Rejected("setup", "setup_failed", detail) from None
+        raise Rejected("setup", "setup_failed", detail) from None
 
 
-def _untouched(ctx: _Ctx, trees: dict[str, Path]) -> None:
+def _untouched(ctx: Ctx, trees: dict[str, Path]) -> None:
     """Reject a candidate whose code changed a watched file that the baseline's own commands
     left alone (what both arms change is the project's doing, e.g. a regenerated file)."""
     cand, base = ctx.sealed.get(trees["candidate"]), ctx.sealed.get(trees["baseline"])
@@ -206,14 +148,14 @@ def _untouched(ctx: _Ctx, trees: dict[str, Path]) -> None:
     changed = {p: during for p, during in cand.changed.items() if p not in base.changed}
     if changed:
         listed = ", ".join(f"{p} (during {d})" for p, d in sorted(changed.items())[:20])
-        raise _Rejected(
+        raise Rejected(
             "project_files", "project_modified",
             f"the candidate's code changed files outside the editable scope: {listed}; every "
             "command still ran on the files as prepared",
         )  # fmt: skip
 
 
-def _gate(ctx: _Ctx, tree: Path, arm: str) -> None:
+def _gate(ctx: Ctx, tree: Path, arm: str) -> None:
     q = ctx.frozen.spec.quality
     if q is None:
         return
@@ -230,10 +172,10 @@ def _gate(ctx: _Ctx, tree: Path, arm: str) -> None:
     detail = f"`{q.command}` {why}" + (f"; failing: {', '.join(failing[:20])}" if failing else "")
     if arm == "baseline":
         raise BrokenTaskError(ctx.frozen, "quality.command", f"the gate fails: {detail}")
-    raise _Rejected("quality_gate", "quality_gate_failed", f"{detail}\n{r.tail()}")
+    raise Rejected("quality_gate", "quality_gate_failed", f"{detail}\n{r.tail()}")
 
 
-def _gate_report(ctx: _Ctx, command: str, junit: str, report: JUnitReport | None, arm: str) -> None:
+def _gate_report(ctx: Ctx, command: str, junit: str, report: JUnitReport | None, arm: str) -> None:
     """A passing exit status is only believed with the report agreeing: the gate's process
     runs the candidate's code, which can set the exit status (an atexit handler calling
     os._exit(0) passed a broken candidate). The report must exist, list no failure, and cover
@@ -254,91 +196,7 @@ def _gate_report(ctx: _Ctx, command: str, junit: str, report: JUnitReport | None
         return
     if arm == "baseline":
         raise BrokenTaskError(ctx.frozen, "quality.junit", why)
-    raise _Rejected("quality_gate", "quality_gate_failed", why)
-
-
-def _bench_once(ctx: _Ctx, tree: Path, arm: str) -> tuple[float, CommandRun]:
-    b = ctx.frozen.spec.benchmark
-    assert b is not None
-    r = ctx.run(b.command, tree, b.timeout_s)
-    value, why = read_metric(b.metric, r) if r.ok else (None, f"exited {r.returncode}")
-    if value is None:
-        detail = f"benchmark `{b.command}`: {why}; output: {r.tail()[-800:]}"
-        if arm == "baseline":
-            field = "benchmark.metric" if r.ok else "benchmark.command"
-            raise BrokenTaskError(ctx.frozen, field, detail)
-        raise _Rejected("benchmark", "benchmark_failed", detail)
-    return value, r
-
-
-def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> ExternalMetrics:
-    """AB/BA rounds from a random start until decided, the budget or max_rounds."""
-    spec = ctx.frozen.spec
-    b, m = spec.benchmark, spec.measurement
-    assert b is not None
-    rng = random.Random(seed)
-    orders: tuple[Literal["AB", "BA"], Literal["AB", "BA"]] = (
-        ("AB", "BA") if rng.random() < 0.5 else ("BA", "AB")
-    )
-    rounds: list[BenchmarkRound] = []
-    logs: list[float] = []
-    t0 = datetime.now(UTC).timestamp()
-    stop: Literal["decided", "budget", "max_rounds"] = "max_rounds"
-    for i in range(m.max_rounds):
-        order = orders[i % 2]
-        got: dict[str, tuple[float, CommandRun]] = {}
-        for letter in order:
-            arm = "baseline" if letter == "A" else "candidate"
-            try:
-                got[arm] = _bench_once(ctx, trees[arm], arm)
-            except _Rejected:
-                if "baseline" not in got:  # the task's fault if the baseline fails the same way
-                    _bench_once(ctx, trees["baseline"], "baseline")
-                raise
-        (bv, br), (cv, cr) = got["baseline"], got["candidate"]
-        log = math.log(cv / bv) if b.direction == "lower" else math.log(bv / cv)
-        logs.append(log)
-        rounds.append(
-            BenchmarkRound(
-                order=order, baseline=bv, candidate=cv, baseline_wall_s=br.wall_s,
-                candidate_wall_s=cr.wall_s, baseline_cpu_s=br.cpu_s, candidate_cpu_s=cr.cpu_s,
-                log_ratio=log,
-            )
-        )  # fmt: skip
-        if len(logs) >= m.min_rounds and len(logs) % 2 == 0:  # as many AB as BA rounds
-            e = estimate(logs, 0.95, seed, min_n=m.min_rounds)
-            # The OS's confirmation is looked at once, at the end: stopping when it happens to
-            # exclude 0 would peek, and make a forged metric's confirmation likelier.
-            if decided(e, m.min_effect, m.min_effect / 2):
-                stop = "decided"
-                break
-        if datetime.now(UTC).timestamp() - t0 > m.budget_s:
-            stop = "budget"
-            break
-    e = estimate(logs, 0.95, seed, min_n=m.min_rounds)
-    summary = summarize(e, m.min_effect)
-    notes = crosscheck(rounds, logs, b.metric.wall, m.min_effect, seed)
-    if notes and summary.verdict in ("improved", "regressed"):
-        # a self-reported metric is not evidence on its own (see _external_crosscheck)
-        why = f"not confirmed by the OS: {notes[0]}"
-        summary = summary.model_copy(update={"verdict": "inconclusive", "why": why})
-    if ctx.frozen.spec.quality is None and summary.verdict == "improved":
-        summary = summary.model_copy(
-            update={
-                "verdict": "inconclusive",
-                "why": "no quality gate: an unverified candidate is never improved",
-            }
-        )
-    return ExternalMetrics(
-        metric=b.metric.model_dump(by_alias=True, exclude_none=True),
-        direction=b.direction,
-        ratio_meaning="candidate/baseline on the 'lower is better' scale: below 1 is better",
-        verdict=summary.verdict,
-        overall=summary,
-        stop=BenchmarkStop(reason=stop, rounds=len(rounds), budget_s=m.budget_s),
-        rounds=rounds,
-        crosscheck=notes,
-    )
+    raise Rejected("quality_gate", "quality_gate_failed", why)
 
 
 def judge_external(
@@ -354,12 +212,12 @@ def judge_external(
     recorded rejection."""
     seed = secrets.randbits(63) if seed is None else seed
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    ctx = _Ctx(frozen, policy, [])
+    ctx = Ctx(frozen, policy, [])
     gaps = frozen.gaps()
     cand_info: dict[str, Any] = {"path": str(candidate)}
     ignored: list[str] = []
     metrics = None
-    rejected: _Rejected | None = None
+    rejected: Rejected | None = None
     with tempfile.TemporaryDirectory(prefix="optarena-external-") as tmp:
         trees = {"baseline": Path(tmp) / "baseline", "candidate": Path(tmp) / "candidate"}
         for tree in trees.values():
@@ -376,9 +234,9 @@ def judge_external(
             _gate(ctx, trees["candidate"], "candidate")
             _untouched(ctx, trees)
             if measure and frozen.spec.benchmark is not None:
-                metrics = _benchmark(ctx, trees, seed)
+                metrics = benchmark(ctx, trees, seed)
                 _untouched(ctx, trees)
-        except _Rejected as r:
+        except Rejected as r:
             rejected = r
             ctx.fail(r.name, r.code, r.detail)
     if rejected is not None:

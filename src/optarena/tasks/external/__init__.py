@@ -2,11 +2,13 @@
 benchmark, fixed (frozen) before any agent runs. See `docs/external-tasks.md`."""
 
 from optarena.tasks.external._spec import (
+    Benchmark,
     ExternalLimits,
     ExternalMeasurement,
     ExternalSpec,
     FrozenExternal,
     Metric,
+    Scale,
     freeze_external,
     git,
     is_external_spec,
@@ -14,11 +16,13 @@ from optarena.tasks.external._spec import (
 )
 
 __all__ = [
+    "Benchmark",
     "ExternalLimits",
     "ExternalMeasurement",
     "ExternalSpec",
     "FrozenExternal",
     "Metric",
+    "Scale",
     "freeze_external",
     "git",
     "is_external_spec",

@@ -56,9 +56,49 @@ class Metric(_Strict):
         return self
 
 
+SCALE_TOKEN = "{scale}"
+
+
+class Scale(_Strict):
+    """Two sizes of the benchmark's measured part, put where the command says `{scale}`.
+
+    The judge runs each arm at both; the OS's time of the difference between them is the
+    measured part's alone (start-up, compiling and whatever else a run does once cancel), so it
+    can confirm an improvement that is a small part of the whole process."""
+
+    low: int = Field(ge=1, description="the smaller size (e.g. repetitions of the timed part)")
+    high: int = Field(ge=2, description="the larger size; the metric is read at this one")
+
+    @model_validator(mode="after")
+    def _order(self) -> Scale:
+        if self.high <= self.low:
+            raise ValueError(f"high ({self.high}) must be larger than low ({self.low})")
+        return self
+
+
 class Benchmark(Command):
     metric: Metric
     direction: Literal["lower", "higher"] = "lower"
+    scale: Scale | None = Field(
+        default=None, description="two sizes put into the command's {scale}; see Scale"
+    )
+
+    @model_validator(mode="after")
+    def _scale_token(self) -> Benchmark:
+        if self.scale is not None and SCALE_TOKEN not in self.command:
+            raise ValueError(
+                f"a scale is declared but the command has no {SCALE_TOKEN} to put it in"
+            )
+        if self.scale is None and SCALE_TOKEN in self.command:
+            raise ValueError(
+                f"the command has {SCALE_TOKEN} but no scale is declared: add "
+                "scale = { low = 1, high = 16 } (sizes of the timed part)"
+            )
+        return self
+
+    def at(self, size: int | None) -> str:
+        """The command at one size of the scale (None: as written, without a scale)."""
+        return self.command if size is None else self.command.replace(SCALE_TOKEN, str(size))
 
 
 class ExternalLimits(_Strict):

@@ -1,0 +1,66 @@
+"""What judging one external candidate carries from step to step: the frozen task, the
+sandbox policy, the checks so far and the sealed trees; and how a step fails (the task's fault
+on the baseline, a recorded rejection on the candidate)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from optarena.errors import TaskPackageError
+from optarena.judge._external_run import CommandRun, limits_of, run_command
+from optarena.judge._external_tree import SealedTree
+from optarena.judge._result import Check
+from optarena.sandbox import SandboxPolicy
+from optarena.tasks.external import FrozenExternal
+
+
+class BrokenTaskError(TaskPackageError):
+    """The baseline itself fails the task's set-up, gate or benchmark: the task is broken, not
+    the candidate. The message names the spec file and the field whose command failed, so the
+    user knows what to fix."""
+
+    def __init__(self, frozen: FrozenExternal, field: str, detail: str) -> None:
+        self.field = field
+        where = frozen.path or frozen.frozen.spec_path
+        super().__init__(f"{where}: field '{field}': on the baseline, {detail}")
+
+
+@dataclass
+class Ctx:
+    frozen: FrozenExternal
+    policy: SandboxPolicy | None
+    checks: list[Check]
+    sealed: dict[Path, SealedTree] = field(default_factory=dict)  # tree -> its seal
+    watched: frozenset[str] = frozenset()  # what no command of the candidate's may change
+    last: dict[Path, str] = field(default_factory=dict)  # tree -> its last unsettled command
+    baseline_tests: int | None = None  # test cases in the baseline gate's JUnit report
+
+    def run(self, cmd: str, tree: Path, timeout_s: float) -> CommandRun:
+        """Run `cmd` in `tree`; a sealed tree is first put back as prepared, so no command
+        sees what an earlier one (the candidate's code in it) wrote. What a command wrote
+        stays until the next one (the gate's JUnit report is read from it)."""
+        s = self.frozen.spec
+        self.settle(tree)
+        if tree in self.sealed:
+            self.last[tree] = f"`{cmd}`"
+        return run_command(cmd, tree, timeout_s, s.env, limits_of(s.limits), self.policy)
+
+    def settle(self, tree: Path) -> None:
+        """Put `tree` back as sealed, noting what its last command changed."""
+        if tree in self.sealed and tree in self.last:
+            self.sealed[tree].restore(after=self.last.pop(tree))
+
+    def fail(self, name: str, code: str, detail: str) -> None:
+        self.checks.append(Check(name=name, workload=None, passed=False, detail=detail, code=code))
+
+    def ok(self, name: str, detail: str) -> None:
+        self.checks.append(Check(name=name, workload=None, passed=True, detail=detail))
+
+
+class Rejected(Exception):
+    """A candidate's failure at one step: recorded as a failed check with its code."""
+
+    def __init__(self, name: str, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.name, self.code, self.detail = name, code, detail
