@@ -3,7 +3,9 @@ tests and benchmark): freeze, drift, and judging by the project's gate and bench
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -386,3 +388,61 @@ def test_too_few_rounds_for_a_verdict_are_refused(tmp_path: Path) -> None:
     spec = make_project(tmp_path, {"max_rounds = 6": "max_rounds = 3"})
     with pytest.raises(SpecError, match=r"measurement.*max_rounds"):
         freeze_external(spec, tmp_path / "o.toml")
+
+
+LATIN1_NAME = os.fsdecode(b"caf\xe9.txt")  # a file name that is not UTF-8
+
+
+def _latin1_project(tmp_path: Path) -> Path:
+    """The example with a latin-1 source file and a tracked file whose name is not UTF-8 at
+    base, and a holdout holding one too: git's output about any of them is not UTF-8."""
+    spec = make_project(tmp_path)
+    repo = tmp_path / "primes"
+    (repo / "latin.py").write_bytes(b"# r\xe9sum\xe9 of the project\nX = 1\n")
+    (repo / LATIN1_NAME).write_bytes(b"notes\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", *ident, "commit", "-q", "-m", "latin-1"], cwd=repo, check=True)
+    holdout = tmp_path / "holdout"
+    holdout.mkdir()
+    (holdout / os.fsdecode(b"extra-\xff.txt")).write_bytes(b"\xff\n")
+    spec.write_text(
+        spec.read_text().replace(
+            'junit = "report.xml"', 'junit = "report.xml"\nholdout = "holdout"'
+        )
+    )
+    return spec
+
+
+def test_names_and_contents_that_are_not_utf8_are_judged_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """git's output is bytes: a latin-1 source file or a non-UTF-8 file name once raised
+    UnicodeDecodeError out of `optarena judge`. They are judged like any other file, and a
+    name is shown with its bytes as \\xNN wherever a record or message holds it."""
+    out = tmp_path / "frozen.toml"
+    freeze_external(_latin1_project(tmp_path), out)
+    frozen = load_frozen(out)
+    d = _candidate(tmp_path, "sieve")
+    with (d / "primes.py").open("ab") as f:
+        f.write(b"# r\xe9sum\xe9\n")  # latin-1 in the candidate's own file
+    (d / os.fsdecode(b"notes-\xff.txt")).write_bytes(b"scratch")
+    r = judge_external(frozen, d, measure=False)
+    assert r.verdict == "accepted", r.reasons
+    assert r.ignored == ["notes-\\xff.txt"] and r.candidate["changed"] == ["primes.py"]
+    # the same change as a patch (its bytes are latin-1)
+    repo = tmp_path / "primes"
+    shutil.copyfile(d / "primes.py", repo / "primes.py")
+    patch = tmp_path / "latin1.patch"
+    patch.write_bytes(subprocess.run(["git", "diff"], cwd=repo, capture_output=True).stdout)
+    subprocess.run(["git", "checkout", "--", "primes.py"], cwd=repo, check=True)
+    r2 = judge_external(frozen, patch, measure=False)
+    assert r2.verdict == "accepted" and r2.candidate["sha256"] == r.candidate["sha256"]
+    # a tracked file with a non-UTF-8 name, changed: out of scope, named readably
+    (d / LATIN1_NAME).write_bytes(b"changed\n")
+    r3 = judge_external(frozen, d, measure=False)
+    assert r3.verdict == "rejected" and r3.reason_codes == ["out_of_scope"]
+    assert "caf\\xe9.txt" in r3.reasons[0]
+    capsys.readouterr()
+    assert main(["judge", str(out), str(d), "--no-measure", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["reason_codes"] == ["out_of_scope"]

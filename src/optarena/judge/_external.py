@@ -11,6 +11,7 @@ verdict is never `improved`; without a benchmark there are no metrics. Gaps are 
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 import subprocess
 import tempfile
@@ -29,7 +30,7 @@ from optarena.judge._result import Check
 from optarena.records import ExternalMetrics
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import in_scope
-from optarena.tasks.external import FrozenExternal, git
+from optarena.tasks.external import FrozenExternal, git, git_bytes, readable
 
 __all__ = ["BrokenTaskError", "ExternalJudgement", "judge_external"]
 
@@ -65,10 +66,11 @@ def _apply(candidate: Path, tree: Path) -> str:
         try:
             subprocess.run(
                 ["git", "apply", "--whitespace=nowarn", str(candidate.resolve())],
-                cwd=tree, check=True, capture_output=True, text=True, timeout=60,
+                cwd=tree, check=True, capture_output=True, timeout=60,
             )  # fmt: skip
         except subprocess.CalledProcessError as e:
-            raise Rejected("candidate", "patch_does_not_apply", e.stderr.strip()[-500:]) from None
+            err = readable(os.fsdecode(e.stderr.strip()[-500:]))  # names in any encoding
+            raise Rejected("candidate", "patch_does_not_apply", err) from None
         return "patch"
     if not candidate.is_dir():
         raise OptarenaError(f"candidate {candidate}: neither a patch file nor a directory")
@@ -95,12 +97,17 @@ def _scope(frozen: FrozenExternal, tree: Path) -> tuple[list[str], list[str], st
         else:
             outside.append(path)
     if outside:
-        raise Rejected("scope", "out_of_scope", f"changed outside the editable scope: {outside}")
+        shown = ", ".join(readable(p) for p in outside)
+        raise Rejected("scope", "out_of_scope", f"changed outside the editable scope: {shown}")
     for path in ignored:
         (tree / path).unlink()
     git(["add", "-A"], tree)
-    diff = git(["diff", "--cached", "--binary"], tree)
-    return changed, ignored, hashlib.sha256(diff.encode()).hexdigest()
+    diff = git_bytes(["diff", "--cached", "--binary"], tree).strip()  # any encoding: bytes
+    return [readable(p) for p in changed], [readable(p) for p in ignored], _sha256(diff)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _watched(frozen: FrozenExternal, tree: Path) -> frozenset[str]:
@@ -147,7 +154,7 @@ def _untouched(ctx: Ctx, trees: dict[str, Path]) -> None:
         ctx.settle(tree)
     changed = {p: during for p, during in cand.changed.items() if p not in base.changed}
     if changed:
-        listed = ", ".join(f"{p} (during {d})" for p, d in sorted(changed.items())[:20])
+        listed = ", ".join(f"{readable(p)} (during {d})" for p, d in sorted(changed.items())[:20])
         raise Rejected(
             "project_files", "project_modified",
             f"the candidate's code changed files outside the editable scope: {listed}; every "

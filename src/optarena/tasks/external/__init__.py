@@ -11,8 +11,10 @@ from optarena.tasks.external._spec import (
     Scale,
     freeze_external,
     git,
+    git_bytes,
     is_external_spec,
     load_frozen,
+    readable,
 )
 
 __all__ = [
@@ -25,6 +27,8 @@ __all__ = [
     "Scale",
     "freeze_external",
     "git",
+    "git_bytes",
     "is_external_spec",
     "load_frozen",
+    "readable",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import tomllib
 from pathlib import Path
@@ -186,16 +187,32 @@ class FrozenExternal(_Strict):
         return out
 
 
-def git(args: list[str], cwd: Path, strip: bool = True) -> str:
+def git_bytes(args: list[str], cwd: Path) -> bytes:
+    """git's output as it is: file contents and names in a repository are bytes, in whatever
+    encoding the project (or a candidate) chose."""
     try:
-        out = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=120
+        return subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, check=True, timeout=120
         ).stdout
-        return out.strip() if strip else out
     except FileNotFoundError:
         raise OptarenaError("git is not installed (external tasks need it)") from None
     except subprocess.CalledProcessError as e:
-        raise OptarenaError(f"git {' '.join(args)} in {cwd}: {e.stderr.strip()}") from None
+        err = e.stderr.decode(errors="replace").strip()
+        raise OptarenaError(f"git {' '.join(args)} in {cwd}: {err}") from None
+
+
+def git(args: list[str], cwd: Path, strip: bool = True) -> str:
+    """git's output as text. Bytes that are not UTF-8 (a latin-1 file name) become lone
+    surrogates, as the OS's own file names do in Python, so a name read here opens the same
+    file; show one to a person or a record through `readable`."""
+    out = os.fsdecode(git_bytes(args, cwd))
+    return out.strip() if strip else out
+
+
+def readable(name: str) -> str:
+    """A name from git or the file system as text a record (JSON) can hold: bytes that are
+    not UTF-8 are shown as \\xNN (a lone surrogate cannot be written as UTF-8)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -256,7 +273,7 @@ def holdout_sha256(path: Path | None) -> str | None:
         return None
     h = hashlib.sha256()
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        h.update(f.relative_to(path).as_posix().encode() + b"\0")
+        h.update(os.fsencode(f.relative_to(path).as_posix()) + b"\0")  # a name in any encoding
         h.update(hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()
 
