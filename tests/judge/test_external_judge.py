@@ -182,7 +182,24 @@ GATE_CHEATS = {
         "import atexit, os, unittest\n"
         "unittest.TestSuite.run = lambda self, result, debug=False: result\n"
         "atexit.register(os._exit, 0)\n",
-        "lists 0 tests where the baseline's lists 3",
+        "lists 0 tests where the baseline's lists 3; missing: "
+        "test_primes.CountPrimes.test_a_prime_bound_counts_itself, ",
+    ),
+    # ... or the test cases it fails deleted while the gate runs: the report names which
+    "failing-tests-deleted": (
+        "import atexit, os, sys, unittest\n"
+        "_run = unittest.TestSuite.run\n"
+        "def _skip_one(self, result, debug=False):\n"
+        "    self._tests = [\n"
+        "        t for t in self._tests\n"
+        "        if not isinstance(t, unittest.TestCase) or 'known' in t.id()\n"
+        "    ]\n"
+        "    return _run(self, result, debug)\n"
+        "unittest.TestSuite.run = _skip_one\n"
+        "atexit.register(os._exit, 0)\n",
+        "lists 1 tests where the baseline's lists 3; missing: "
+        "test_primes.CountPrimes.test_a_prime_bound_counts_itself, "
+        "test_primes.CountPrimes.test_small",
     ),
 }
 

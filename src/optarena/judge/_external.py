@@ -194,12 +194,14 @@ def _gate_report(ctx: Ctx, command: str, junit: str, report: JUnitReport | None,
         why = f"`{command}` exited 0 while its report lists failing tests: " + ", ".join(
             report.failing[:20]
         )
-    elif arm == "candidate" and ctx.baseline_tests and report.tests < ctx.baseline_tests:
-        n, base = report.tests, ctx.baseline_tests
-        why = f"the report lists {n} tests where the baseline's lists {base}"
+    elif arm == "candidate" and (base := ctx.baseline_report) and report.tests < base.tests:
+        why = f"the report lists {report.tests} tests where the baseline's lists {base.tests}"
+        missing = sorted(base.names - report.names)
+        if missing:
+            why += f"; missing: {', '.join(missing[:20])}" + (" ..." if len(missing) > 20 else "")
     else:
         if arm == "baseline":
-            ctx.baseline_tests = report.tests
+            ctx.baseline_report = report
         return
     if arm == "baseline":
         raise BrokenTaskError(ctx.frozen, "quality.junit", why)

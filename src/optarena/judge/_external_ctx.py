@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from optarena.errors import TaskPackageError
-from optarena.judge._external_run import CommandRun, limits_of, run_command
+from optarena.judge._external_run import CommandRun, JUnitReport, limits_of, run_command
 from optarena.judge._external_tree import SealedTree
 from optarena.judge._result import Check
 from optarena.sandbox import SandboxPolicy
@@ -34,7 +34,7 @@ class Ctx:
     sealed: dict[Path, SealedTree] = field(default_factory=dict)  # tree -> its seal
     watched: frozenset[str] = frozenset()  # what no command of the candidate's may change
     last: dict[Path, str] = field(default_factory=dict)  # tree -> its last unsettled command
-    baseline_tests: int | None = None  # test cases in the baseline gate's JUnit report
+    baseline_report: JUnitReport | None = None  # the baseline gate's JUnit report
 
     def run(self, cmd: str, tree: Path, timeout_s: float) -> CommandRun:
         """Run `cmd` in `tree`; a sealed tree is first put back as prepared, so no command

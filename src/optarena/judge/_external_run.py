@@ -166,6 +166,7 @@ JUNIT_MAX_BYTES = 64 << 20
 class JUnitReport:
     tests: int  # test cases in the report
     failing: list[str]  # failing or erroring test names
+    names: frozenset[str] = frozenset()  # every test case's name, to say which went missing
 
 
 def read_junit(tree: Path, relpath: str) -> JUnitReport | None:
@@ -190,8 +191,11 @@ def read_junit(tree: Path, relpath: str) -> JUnitReport | None:
             return None
     cases = list(root.iter("testcase"))
     failing = []
+    names = set()
     for case in cases:
+        cls = case.get("classname")
+        name = f"{cls}.{case.get('name')}" if cls else str(case.get("name"))
+        names.add(name)
         if case.find("failure") is not None or case.find("error") is not None:
-            cls = case.get("classname")
-            failing.append(f"{cls}.{case.get('name')}" if cls else str(case.get("name")))
-    return JUnitReport(len(cases), failing)
+            failing.append(name)
+    return JUnitReport(len(cases), failing, frozenset(names))
