@@ -302,6 +302,40 @@ def test_a_gate_that_fails_on_the_baseline_is_a_broken_task(tmp_path: Path) -> N
     assert str(e.value).startswith(f"{out}: ")
 
 
+def test_a_failing_baseline_shows_its_output_and_keeps_the_whole_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cause of a failing gate is in its output ('No module named pytest'): the message
+    quotes the end of it, `--json` prints it as data, and the whole output is kept where the
+    message says. It once said only 'exited 1', and `--json` printed nothing."""
+    out = tmp_path / "frozen.toml"
+    gate = "\"python3 -c 'print(*range(5000), flush=True); import no_such_test_runner'\""
+    freeze_external(make_project(tmp_path, {'"python3 verify.py"': gate}), out)
+    logs = tmp_path / "logs"
+    with pytest.raises(BrokenTaskError) as e:
+        judge_external(load_frozen(out), _candidate(tmp_path, "sieve"), measure=False, logs=logs)
+    message = str(e.value)
+    assert "field 'quality.command': on the baseline, the gate fails" in message
+    assert "No module named 'no_such_test_runner'" in message and "exited 1" in message
+    assert e.value.log is not None and e.value.log.parent == logs
+    assert f"full output: {e.value.log}" in message
+    whole = e.value.log.read_text()
+    assert whole.startswith("0 1 2 3") and "no_such_test_runner" in whole  # not just the tail
+    capsys.readouterr()
+    xdg = tmp_path / "cache"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(xdg))
+        code = main(["judge", str(out), str(_candidate(tmp_path / "x", "sieve")), "--json"])
+    assert code == 2
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["error"] == "broken_task" and data["field"] == "quality.command"
+    assert "no_such_test_runner" in data["output_tail"]
+    assert Path(data["log"]).is_file() and Path(data["log"]).is_relative_to(xdg)
+    assert captured.err.startswith("error: ") and "No module named" in captured.err
+    assert "src/optarena" not in captured.err  # the command's traceback, quoted; not ours
+
+
 def test_a_metric_the_output_lacks_is_a_broken_task_not_a_number(tmp_path: Path) -> None:
     out = tmp_path / "frozen.toml"
     freeze_external(make_project(tmp_path, {'json = "seconds"': 'json = "seconds.best"'}), out)
@@ -315,7 +349,7 @@ def test_a_metric_the_output_lacks_is_a_broken_task_not_a_number(tmp_path: Path)
         (
             {'"python3 benchmark.py"': '"no-such-benchmark"'},
             "benchmark.command",
-            "benchmark `no-such-benchmark`: exited 127",
+            "benchmark `no-such-benchmark` exited 127",
         ),
         (
             {'"python3 verify.py"': '"no-such-verifier"'},

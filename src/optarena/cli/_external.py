@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from optarena.cli._app import console, err_console, task_app
 from optarena.cli._safe import escape
 from optarena.errors import OptarenaError
+
+if TYPE_CHECKING:
+    from optarena.judge import BrokenTaskError
 
 
 @task_app.command("freeze")
@@ -52,10 +56,20 @@ def show_external(frozen: Path, as_json: bool) -> None:
     console.print("  drift       none (repository, base tree and holdout match)")
 
 
+def broken_task_json(e: BrokenTaskError) -> dict[str, object]:
+    return {
+        "error": "broken_task",
+        "field": e.field,
+        "message": str(e).splitlines()[0],
+        "output_tail": e.output_tail,
+        "log": None if e.log is None else str(e.log),
+    }
+
+
 def judge_external_cmd(
     frozen_path: Path, candidate: Path, as_json: bool, seed: int | None, no_measure: bool
 ) -> NoReturn:
-    from optarena.judge import judge_external, verify_judge
+    from optarena.judge import BrokenTaskError, judge_external, verify_judge
     from optarena.tasks.external import load_frozen
 
     f = load_frozen(frozen_path)
@@ -64,7 +78,12 @@ def judge_external_cmd(
     verify_judge()
     if not as_json:
         err_console.print(f"judging {candidate} on {f.spec.id} (external: gate, then benchmark)")
-    result = judge_external(f, candidate, measure=not no_measure, seed=seed)
+    try:
+        result = judge_external(f, candidate, measure=not no_measure, seed=seed)
+    except BrokenTaskError as e:
+        if as_json:  # the failure as data too: the field, the output's end, the whole log
+            print(json.dumps(broken_task_json(e), indent=2))
+        raise
     if as_json:
         print(result.model_dump_json(indent=2))
     else:

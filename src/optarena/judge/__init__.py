@@ -2,7 +2,7 @@
 then speed, paired against the baseline (or any other candidate) with an A/A control."""
 
 from optarena.judge._compare import CompareResult, aa_control, compare
-from optarena.judge._external import judge_external
+from optarena.judge._external import BrokenTaskError, judge_external
 from optarena.judge._judge import JudgeOptions, judge, new_seed
 from optarena.judge._result import JUDGE_SCHEMA_VERSION, Check, JudgeResult
 from optarena.judge._seal import JudgeTamperedError, verify_judge
@@ -11,6 +11,7 @@ from optarena.records import AAControl, Comparison, Metrics
 __all__ = [
     "JUDGE_SCHEMA_VERSION",
     "AAControl",
+    "BrokenTaskError",
     "Check",
     "CompareResult",
     "Comparison",

@@ -55,6 +55,14 @@ class ExternalJudgement(BaseModel):
     finished_at: str
 
 
+def failed_logs_dir(task_id: str) -> Path:
+    """A new directory (made when first needed) for the whole output of failing commands:
+    `$XDG_CACHE_HOME/optarena/external-logs/ID-TIME-RANDOM`, kept after the judgement."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return cache / "optarena" / "external-logs" / f"{task_id}-{stamp}-{secrets.token_hex(3)}"
+
+
 def _clone(frozen: FrozenExternal, dest: Path) -> None:
     git(["clone", "-q", "--shared", "--no-checkout", str(frozen.repo), str(dest)], dest.parent)
     git(["checkout", "-q", "--detach", frozen.frozen.base_commit], dest)
@@ -130,9 +138,9 @@ def _prepare(ctx: Ctx, tree: Path, arm: str, pristine: Path) -> None:
     if f.spec.setup is not None:
         r = ctx.run(f.spec.setup.command, tree, f.spec.setup.timeout_s)
         if not r.ok:
-            detail = f"set-up `{r.command}` exited {r.returncode}: {r.tail()}"
+            detail = f"set-up {r.failure()}"
             if arm == "baseline":
-                raise BrokenTaskError(f, "setup.command", detail)
+                raise BrokenTaskError(f, "setup.command", detail, r)
             raise Rejected("setup", "setup_failed", detail)
     during = f"set-up `{f.spec.setup.command}`" if f.spec.setup else "set-up"
     try:
@@ -175,11 +183,11 @@ def _gate(ctx: Ctx, tree: Path, arm: str) -> None:
             ctx.ok("quality_gate", f"`{q.command}` passed in {r.wall_s:.1f} s")
         return
     failing = report.failing if report else []
-    why = "timed out" if r.returncode is None else f"exited {r.returncode}"
-    detail = f"`{q.command}` {why}" + (f"; failing: {', '.join(failing[:20])}" if failing else "")
+    named = f"failing: {', '.join(failing[:20])}; " if failing else ""
     if arm == "baseline":
-        raise BrokenTaskError(ctx.frozen, "quality.command", f"the gate fails: {detail}")
-    raise Rejected("quality_gate", "quality_gate_failed", f"{detail}\n{r.tail()}")
+        detail = f"the gate fails: {named}{r.failure()}"
+        raise BrokenTaskError(ctx.frozen, "quality.command", detail, r)
+    raise Rejected("quality_gate", "quality_gate_failed", f"{named}{r.failure()}")
 
 
 def _gate_report(ctx: Ctx, command: str, junit: str, report: JUnitReport | None, arm: str) -> None:
@@ -215,13 +223,15 @@ def judge_external(
     measure: bool = True,
     seed: int | None = None,
     policy: SandboxPolicy | None = None,
+    logs: Path | None = None,
 ) -> ExternalJudgement:
     """Judge `candidate` (a patch against base, or a directory of files) for `frozen`.
     BrokenTaskError (exit 2) when the baseline itself fails; every candidate failure is a
-    recorded rejection."""
+    recorded rejection. `logs`: where a failing command's whole output is kept (default: a new
+    directory under optarena's cache, made only if a command fails)."""
     seed = secrets.randbits(63) if seed is None else seed
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    ctx = Ctx(frozen, policy, [])
+    ctx = Ctx(frozen, policy, [], logs=logs or failed_logs_dir(frozen.spec.id))
     gaps = frozen.gaps()
     cand_info: dict[str, Any] = {"path": str(candidate)}
     ignored: list[str] = []

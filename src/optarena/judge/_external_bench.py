@@ -34,10 +34,12 @@ def bench_once(ctx: Ctx, tree: Path, arm: Arm, size: int | None) -> tuple[float,
     r = ctx.run(b.at(size), tree, b.timeout_s)
     value, why = read_metric(b.metric, r) if r.ok else (None, f"exited {r.returncode}")
     if value is None:
-        detail = f"benchmark `{r.command}`: {why}; output: {r.tail()[-800:]}"
+        detail = f"benchmark {r.failure()}" if not r.ok else (
+            f"benchmark `{r.command}`: {why}; output: {r.tail()[-800:]}"
+        )  # fmt: skip
         if arm == "baseline":
             field = "benchmark.metric" if r.ok else "benchmark.command"
-            raise BrokenTaskError(ctx.frozen, field, detail)
+            raise BrokenTaskError(ctx.frozen, field, detail, r)
         raise Rejected("benchmark", "benchmark_failed", detail)
     return value, r
 

@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from optarena.errors import TaskPackageError
-from optarena.judge._external_run import CommandRun, JUnitReport, limits_of, run_command
+from optarena.judge._external_run import (
+    OUTPUT_TAIL,
+    CommandRun,
+    JUnitReport,
+    limits_of,
+    run_command,
+)
 from optarena.judge._external_tree import SealedTree
 from optarena.judge._result import Check
 from optarena.sandbox import SandboxPolicy
@@ -18,10 +24,16 @@ from optarena.tasks.external import FrozenExternal
 class BrokenTaskError(TaskPackageError):
     """The baseline itself fails the task's set-up, gate or benchmark: the task is broken, not
     the candidate. The message names the spec file and the field whose command failed, so the
-    user knows what to fix."""
+    user knows what to fix, and quotes the end of the command's output (a missing module is
+    named only there) and where its whole output is kept."""
 
-    def __init__(self, frozen: FrozenExternal, field: str, detail: str) -> None:
+    def __init__(
+        self, frozen: FrozenExternal, field: str, detail: str, run: CommandRun | None = None
+    ) -> None:
         self.field = field
+        self.detail = detail
+        self.output_tail = run.output[-OUTPUT_TAIL:] if run else None
+        self.log = run.log if run else None
         where = frozen.path or frozen.frozen.spec_path
         super().__init__(f"{where}: field '{field}': on the baseline, {detail}")
 
@@ -35,6 +47,8 @@ class Ctx:
     watched: frozenset[str] = frozenset()  # what no command of the candidate's may change
     last: dict[Path, str] = field(default_factory=dict)  # tree -> its last unsettled command
     baseline_report: JUnitReport | None = None  # the baseline gate's JUnit report
+    logs: Path | None = None  # where a failing command's whole output is kept
+    runs: int = 0
 
     def run(self, cmd: str, tree: Path, timeout_s: float) -> CommandRun:
         """Run `cmd` in `tree`; a sealed tree is first put back as prepared, so no command
@@ -44,7 +58,10 @@ class Ctx:
         self.settle(tree)
         if tree in self.sealed:
             self.last[tree] = f"`{cmd}`"
-        return run_command(cmd, tree, timeout_s, s.env, limits_of(s.limits), self.policy)
+        self.runs += 1
+        keep = None if self.logs is None else self.logs / f"{self.runs:03d}-{tree.name}.log"
+        limits = limits_of(s.limits)
+        return run_command(cmd, tree, timeout_s, s.env, limits, self.policy, keep)
 
     def settle(self, tree: Path) -> None:
         """Put `tree` back as sealed, noting what its last command changed."""

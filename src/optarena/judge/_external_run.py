@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import shutil
 import stat
 import subprocess
 import time
@@ -25,6 +26,7 @@ from optarena.tasks.external import ExternalLimits, Metric
 
 OUTPUT_TAIL = 4000  # characters of a command's output quoted in a failure's detail
 OUTPUT_KEPT = 8 << 20  # bytes of a command's output the judge reads: the last ones
+FAILURE_LINES = 30  # lines of a failing command's output quoted in its message
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class CommandRun:
     output: str
     wall_s: float
     cpu_s: float | None
+    log: Path | None = None  # the whole output, kept where a failing command's is kept
 
     @property
     def ok(self) -> bool:
@@ -41,6 +44,15 @@ class CommandRun:
 
     def tail(self) -> str:
         return self.output[-OUTPUT_TAIL:]
+
+    def failure(self) -> str:
+        """How it failed, the end of its output and where the whole output is: what a person
+        needs to fix a command (a missing module is named only in the output)."""
+        why = "timed out" if self.returncode is None else f"exited {self.returncode}"
+        lines = self.output.rstrip().splitlines()[-FAILURE_LINES:]
+        text = "\n".join("    " + line for line in lines)[-OUTPUT_TAIL:]
+        where = f"\n  full output: {self.log}" if self.log else ""
+        return f"`{self.command}` {why}; its output ends:\n{text or '    (no output)'}{where}"
 
 
 def limits_of(spec_limits: ExternalLimits) -> ResourceLimits:
@@ -59,7 +71,10 @@ def run_command(
     env: dict[str, str],
     limits: ResourceLimits,
     policy: SandboxPolicy | None,
+    keep_failed: Path | None = None,
 ) -> CommandRun:
+    """Run `command` in a fresh sandbox; `keep_failed`: where the whole output of a failing
+    run is kept (else only its last 8 MiB are read, and the file is removed)."""
     log = worktree.parent / f".{worktree.name}-output.log"
     box = Sandbox(worktree, limits, policy)
     full_env = {
@@ -89,6 +104,10 @@ def run_command(
             after.children_system - before.children_system
         )
     output = _read_tail(log, OUTPUT_KEPT)
+    if code != 0 and keep_failed is not None:
+        keep_failed.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(log, keep_failed)
+        return CommandRun(command, code, output, wall, cpu, keep_failed)
     log.unlink()
     return CommandRun(command, code, output, wall, cpu)
 
