@@ -52,6 +52,17 @@ def show_external(frozen: Path, as_json: bool) -> None:
     if s.benchmark:
         metric = s.benchmark.metric.model_dump(by_alias=True, exclude_none=True)
         console.print(f"  metric      {metric}, {s.benchmark.direction} is better")
+    env = s.environment
+    if f.frozen.python:
+        console.print(f"  python      {f.frozen.python} ({f.frozen.python_version}), first on PATH")
+    if env.wheelhouse:
+        console.print(f"  wheelhouse  {env.wheelhouse} ($OPTARENA_WHEELHOUSE)")
+    for extra in env.paths:
+        console.print(f"  visible     {extra}")
+    if f.frozen.environment_sha256:
+        console.print(f"  environment sha256 {f.frozen.environment_sha256[:16]}")
+    else:
+        console.print("  environment (none declared: the commands get the PATH optarena runs with)")
     console.print(f"  gaps        {', '.join(f.gaps()) or 'none'}")
     console.print("  drift       none (repository, base tree and holdout match)")
 
@@ -90,6 +101,13 @@ def judge_external_cmd(
         console.print(f"{result.verdict}" + (f" ({', '.join(result.gaps)})" if result.gaps else ""))
         for reason in result.reasons:
             console.print(f"  - {escape(reason[:400])}")
+        found = result.environment
+        if found:
+            version = f" ({found.get('python3_version')})" if found.get("python3_version") else ""
+            console.print(f"  python3: {escape(str(found.get('python3')))}{version}")
+        if result.timings:
+            spent = ", ".join(f"{k} {v:.1f} s" for k, v in result.timings.items())
+            console.print(f"  time: {spent}")
         m = result.metrics
         if m is not None:
             o = m.overall

@@ -15,6 +15,8 @@ import os
 import secrets
 import subprocess
 import tempfile
+import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -30,7 +32,7 @@ from optarena.judge._result import Check
 from optarena.records import ExternalMetrics
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import in_scope
-from optarena.tasks.external import FrozenExternal, git, git_bytes, readable
+from optarena.tasks.external import Environment, FrozenExternal, git, git_bytes, readable
 
 __all__ = ["BrokenTaskError", "ExternalJudgement", "judge_external"]
 
@@ -51,6 +53,13 @@ class ExternalJudgement(BaseModel):
     metrics: ExternalMetrics | None = None
     gaps: list[str] = Field(description="no_quality_gate, no_benchmark")
     ignored: list[str] = Field(description="new files outside the scope, listed and not judged")
+    environment: dict[str, Any] = Field(
+        default_factory=dict,
+        description="which python3 the commands found (path, version), the declared one",
+    )
+    timings: dict[str, float] = Field(
+        default_factory=dict, description="seconds per phase: clones, set-up, gate, benchmark"
+    )
     started_at: str
     finished_at: str
 
@@ -216,6 +225,64 @@ def _gate_report(ctx: Ctx, command: str, junit: str, report: JUnitReport | None,
     raise Rejected("quality_gate", "quality_gate_failed", why)
 
 
+@dataclass
+class _Outcome:
+    cand_info: dict[str, Any]
+    ignored: list[str] = field(default_factory=list)
+    metrics: ExternalMetrics | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+    rejected: Rejected | None = None
+
+
+_WHICH_PYTHON = (
+    "command -v python3 && python3 -c 'import sys; print(sys.version.split()[0])' || true"
+)
+
+
+def _which_python(ctx: Ctx, tree: Path) -> dict[str, Any]:
+    """Which `python3` the commands get, and its version, asked inside the sandbox: a shell's
+    own interpreter is not what a sandboxed command finds on its PATH."""
+    r = ctx.run(_WHICH_PYTHON, tree, 60)
+    lines = r.output.strip().splitlines() if r.ok else []
+    out: dict[str, Any] = {"python3": lines[0] if lines else None}
+    out["python3_version"] = lines[1] if len(lines) > 1 else None
+    env = ctx.environment
+    if env is not None:
+        out["declared_python"] = None if env.python is None else str(env.python)
+        out["visible"] = [str(p) for p in env.visible()]
+    return out
+
+
+def _judge_in(ctx: Ctx, tmp: Path, candidate: Path, out: _Outcome, seed: int | None) -> None:
+    """Clones, scope, set-up, gates and (with a seed) the benchmark, each phase timed."""
+    frozen = ctx.frozen
+    trees = {"baseline": tmp / "baseline", "candidate": tmp / "candidate"}
+    t0 = time.monotonic()
+    for tree in trees.values():
+        _clone(frozen, tree)
+    out.cand_info["kind"] = _apply(candidate, trees["candidate"])
+    changed, out.ignored, sha = _scope(frozen, trees["candidate"])
+    out.cand_info.update({"changed": changed, "sha256": sha})
+    ctx.ok("scope", f"{len(changed)} file(s) changed in scope")
+    ctx.timed("clone_and_scope", time.monotonic() - t0)
+    out.environment = _which_python(ctx, trees["baseline"])
+    ctx.watched = _watched(frozen, trees["baseline"])
+    for arm, tree in trees.items():
+        t0 = time.monotonic()
+        _prepare(ctx, tree, arm, tmp / "pristine" / arm)
+        ctx.timed(f"setup.{arm}", time.monotonic() - t0)
+    for arm, tree in trees.items():
+        t0 = time.monotonic()
+        _gate(ctx, tree, arm)
+        ctx.timed(f"gate.{arm}", time.monotonic() - t0)
+    _untouched(ctx, trees)
+    if seed is not None and frozen.spec.benchmark is not None:
+        t0 = time.monotonic()
+        out.metrics = benchmark(ctx, trees, seed)
+        ctx.timed("benchmark", time.monotonic() - t0)
+        _untouched(ctx, trees)
+
+
 def judge_external(
     frozen: FrozenExternal,
     candidate: Path,
@@ -231,36 +298,19 @@ def judge_external(
     directory under optarena's cache, made only if a command fails)."""
     seed = secrets.randbits(63) if seed is None else seed
     started = datetime.now(UTC).isoformat(timespec="seconds")
+    declared = frozen.spec.environment != Environment()
     ctx = Ctx(frozen, policy, [], logs=logs or failed_logs_dir(frozen.spec.id))
-    gaps = frozen.gaps()
-    cand_info: dict[str, Any] = {"path": str(candidate)}
-    ignored: list[str] = []
-    metrics = None
-    rejected: Rejected | None = None
+    ctx.environment = frozen.environment() if declared else None
+    out = _Outcome(cand_info={"path": str(candidate)})
     with tempfile.TemporaryDirectory(prefix="optarena-external-") as tmp:
-        trees = {"baseline": Path(tmp) / "baseline", "candidate": Path(tmp) / "candidate"}
-        for tree in trees.values():
-            _clone(frozen, tree)
         try:
-            cand_info["kind"] = _apply(candidate, trees["candidate"])
-            changed, ignored, sha = _scope(frozen, trees["candidate"])
-            cand_info.update({"changed": changed, "sha256": sha})
-            ctx.ok("scope", f"{len(changed)} file(s) changed in scope")
-            ctx.watched = _watched(frozen, trees["baseline"])
-            for arm, tree in trees.items():
-                _prepare(ctx, tree, arm, Path(tmp) / "pristine" / arm)
-            _gate(ctx, trees["baseline"], "baseline")
-            _gate(ctx, trees["candidate"], "candidate")
-            _untouched(ctx, trees)
-            if measure and frozen.spec.benchmark is not None:
-                metrics = benchmark(ctx, trees, seed)
-                _untouched(ctx, trees)
+            _judge_in(ctx, Path(tmp), candidate, out, seed if measure else None)
         except Rejected as r:
-            rejected = r
+            out.rejected = r
             ctx.fail(r.name, r.code, r.detail)
-    if rejected is not None:
+    if out.rejected is not None:
         verdict: Literal["accepted", "rejected", "unverified"] = "rejected"
-        metrics = None
+        out.metrics = None
     else:
         verdict = "unverified" if frozen.spec.quality is None else "accepted"
     failed = [c for c in ctx.checks if not c.passed]
@@ -271,15 +321,17 @@ def judge_external(
             "kind": "external",
             **frozen.frozen.model_dump(),
         },
-        candidate=cand_info,
+        candidate=out.cand_info,
         seed=seed,
         verdict=verdict,
         reason_codes=list(dict.fromkeys(c.code for c in failed if c.code)),
         reasons=[f"{c.code}: {c.detail.splitlines()[0] if c.detail else ''}" for c in failed],
         checks=ctx.checks,
-        metrics=metrics,
-        gaps=gaps,
-        ignored=ignored,
+        metrics=out.metrics,
+        gaps=frozen.gaps(),
+        ignored=out.ignored,
+        environment=out.environment,
+        timings=ctx.timings,
         started_at=started,
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )

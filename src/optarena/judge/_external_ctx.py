@@ -4,6 +4,7 @@ on the baseline, a recorded rejection on the candidate)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from optarena.judge._external_run import (
 from optarena.judge._external_tree import SealedTree
 from optarena.judge._result import Check
 from optarena.sandbox import SandboxPolicy
-from optarena.tasks.external import FrozenExternal
+from optarena.tasks.external import FrozenExternal, ResolvedEnvironment
 
 
 class BrokenTaskError(TaskPackageError):
@@ -49,6 +50,8 @@ class Ctx:
     baseline_report: JUnitReport | None = None  # the baseline gate's JUnit report
     logs: Path | None = None  # where a failing command's whole output is kept
     runs: int = 0
+    environment: ResolvedEnvironment | None = None  # the spec's [environment], if declared
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase and arm
 
     def run(self, cmd: str, tree: Path, timeout_s: float) -> CommandRun:
         """Run `cmd` in `tree`; a sealed tree is first put back as prepared, so no command
@@ -60,8 +63,14 @@ class Ctx:
             self.last[tree] = f"`{cmd}`"
         self.runs += 1
         keep = None if self.logs is None else self.logs / f"{self.runs:03d}-{tree.name}.log"
-        limits = limits_of(s.limits)
-        return run_command(cmd, tree, timeout_s, s.env, limits, self.policy, keep)
+        limits, env, visible = limits_of(s.limits), dict(s.env), []
+        if self.environment is not None:
+            env = {**self.environment.variables(os.environ.get("PATH", "/usr/bin:/bin")), **env}
+            visible = self.environment.visible()
+        return run_command(cmd, tree, timeout_s, env, limits, self.policy, keep, visible)
+
+    def timed(self, phase: str, seconds: float) -> None:
+        self.timings[phase] = round(self.timings.get(phase, 0.0) + seconds, 3)
 
     def settle(self, tree: Path) -> None:
         """Put `tree` back as sealed, noting what its last command changed."""

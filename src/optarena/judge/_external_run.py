@@ -17,6 +17,7 @@ import stat
 import subprocess
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,11 +73,13 @@ def run_command(
     limits: ResourceLimits,
     policy: SandboxPolicy | None,
     keep_failed: Path | None = None,
+    visible: Sequence[Path] = (),
 ) -> CommandRun:
     """Run `command` in a fresh sandbox; `keep_failed`: where the whole output of a failing
-    run is kept (else only its last 8 MiB are read, and the file is removed)."""
+    run is kept (else only its last 8 MiB are read, and the file is removed); `visible`: what
+    the declared environment needs readable (a venv under /tmp or a home directory)."""
     log = worktree.parent / f".{worktree.name}-output.log"
-    box = Sandbox(worktree, limits, policy)
+    box = Sandbox(worktree, limits, policy, needed=visible)
     full_env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(worktree),

@@ -1,6 +1,7 @@
 """External project tasks: a user's own git repository, judged by its own quality gate and
 benchmark, fixed (frozen) before any agent runs. See `docs/external-tasks.md`."""
 
+from optarena.tasks.external._environment import Environment, ResolvedEnvironment
 from optarena.tasks.external._spec import (
     Benchmark,
     ExternalLimits,
@@ -19,11 +20,13 @@ from optarena.tasks.external._spec import (
 
 __all__ = [
     "Benchmark",
+    "Environment",
     "ExternalLimits",
     "ExternalMeasurement",
     "ExternalSpec",
     "FrozenExternal",
     "Metric",
+    "ResolvedEnvironment",
     "Scale",
     "freeze_external",
     "git",

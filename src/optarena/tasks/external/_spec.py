@@ -19,6 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from optarena.errors import OptarenaError, RecordError, SpecError
 from optarena.records import migrate_values
+from optarena.tasks.external._environment import (
+    Environment,
+    ResolvedEnvironment,
+    resolve_environment,
+)
 
 EXTERNAL_SCHEMA_VERSION = 2  # 2: at least 4 rounds (default 6) before a verdict
 
@@ -146,6 +151,7 @@ class ExternalSpec(_Strict):
     benchmark: Benchmark | None = None
     measurement: ExternalMeasurement = Field(default_factory=ExternalMeasurement)
     env: dict[str, str] = Field(default_factory=dict)
+    environment: Environment = Field(default_factory=Environment)
     limits: ExternalLimits = Field(default_factory=ExternalLimits)
 
 
@@ -156,6 +162,11 @@ class Frozen(_Strict):
     spec_sha256: str
     tree_sha256: str = Field(description="git's tree id of the base commit")
     holdout_sha256: str | None = None
+    environment_sha256: str | None = Field(
+        default=None, description="the declared interpreter's packages and the wheelhouse"
+    )
+    python: str | None = Field(default=None, description="the declared interpreter")
+    python_version: str | None = None
 
 
 class FrozenExternal(_Strict):
@@ -177,6 +188,10 @@ class FrozenExternal(_Strict):
     def holdout(self) -> Path | None:
         h = self.spec.quality.holdout if self.spec.quality else None
         return None if h is None else self.spec_dir / h
+
+    def environment(self) -> ResolvedEnvironment:
+        """The declared environment, resolved and checked again (it runs the interpreter)."""
+        return resolve_environment(Path(self.frozen.spec_path), self.spec.environment)
 
     def gaps(self) -> list[str]:
         out = []
@@ -324,6 +339,7 @@ def freeze_external(spec_path: Path, out: Path) -> FrozenExternal:
         if not holdout.is_dir():
             raise SpecError(spec_path, "quality.holdout", f"{holdout} is not a directory")
         _check_holdout_unseen(spec_path, repo, commit, holdout)
+    env = resolve_environment(spec_path, spec.environment)
     frozen = FrozenExternal(
         spec=spec,
         frozen=Frozen(
@@ -333,6 +349,9 @@ def freeze_external(spec_path: Path, out: Path) -> FrozenExternal:
             spec_sha256=hashlib.sha256(spec_path.read_bytes()).hexdigest(),
             tree_sha256=tree,
             holdout_sha256=holdout_sha256(holdout),
+            environment_sha256=env.sha256() if spec.environment != Environment() else None,
+            python=None if env.python is None else str(env.python),
+            python_version=env.python_version,
         ),
     )
     out.write_text(_to_toml(json.loads(frozen.model_dump_json(by_alias=True, exclude={"path"}))))
@@ -360,6 +379,16 @@ def load_frozen(path: Path) -> FrozenExternal:
         drift.append(f"the tree at {f.frozen.base_commit[:12]} changed")
     if holdout_sha256(f.holdout) != f.frozen.holdout_sha256:
         drift.append("the holdout directory changed")
+    if f.frozen.environment_sha256 is not None:
+        try:
+            now = f.environment().sha256()
+        except SpecError as e:
+            now = f"gone ({e})"
+        if now != f.frozen.environment_sha256:
+            drift.append(
+                "the declared environment changed (its interpreter, the distributions "
+                "installed in it, or the wheelhouse)"
+            )
     if drift:
         raise OptarenaError(f"{path}: drift since freezing: {'; '.join(drift)}")
     return f
