@@ -135,9 +135,11 @@ def _rewrites_benchmark(when: str) -> str:
     )
 
 
-@pytest.mark.parametrize("when", ["verify.py", "benchmark.py"])
+@pytest.mark.parametrize(
+    ("when", "command"), [("verify.py", "verify.py"), ("measure.py", "benchmark.py")]
+)
 def test_a_candidate_that_rewrites_the_project_benchmark_is_rejected(
-    tmp_path: Path, frozen: Path, when: str
+    tmp_path: Path, frozen: Path, when: str, command: str
 ) -> None:
     """Its code runs with its worktree writable: rewritten during the gate, a benchmark that
     does no work would agree with the OS's count. Every command starts from the tree as
@@ -148,7 +150,7 @@ def test_a_candidate_that_rewrites_the_project_benchmark_is_rejected(
     (d / "primes.py").write_text(cheat + (EXAMPLE / "primes" / "primes.py").read_text())
     r = judge_external(load_frozen(frozen), d, seed=4)
     assert r.verdict == "rejected" and r.reason_codes == ["project_modified"], r.reasons
-    assert f"benchmark.py (during `python3 {when}`)" in r.reasons[0]
+    assert f"benchmark.py (during `python3 {command}`)" in r.reasons[0]
     assert r.metrics is None
 
 

@@ -20,10 +20,16 @@ if TYPE_CHECKING:
 def freeze_cmd(
     spec: Annotated[Path, typer.Argument(help='an external task spec (kind = "external")')],
     output: Annotated[Path, typer.Option("-o", "--output", help="the frozen spec to write")],
+    no_run: Annotated[
+        bool, typer.Option("--no-run", help="do not run set-up, gate and benchmark on base")
+    ] = False,
 ) -> None:
     """Resolve the spec's base to a full commit and write the frozen spec with the hashes of
-    the spec, the tree at base and the holdout: what `judge` and `run` accept."""
-    from optarena.tasks.external import freeze_external
+    the spec, the tree at base, the holdout and the declared environment: what `judge` and
+    `run` accept. Then set-up, gate and one benchmark run on base, timed (a spec that cannot
+    work is refused, and nothing is written)."""
+    from optarena.judge import check_base
+    from optarena.tasks.external import freeze_external, freeze_warnings
 
     if not spec.is_file():
         raise OptarenaError(f"{spec}: no such spec file")
@@ -33,11 +39,27 @@ def freeze_cmd(
         f"froze {f.spec.id} {f.spec.version} at {f.frozen.base_commit[:12]} -> {output}"
         + (f" (gaps: {', '.join(gaps)})" if gaps else "")
     )
+    for warning in freeze_warnings(f):
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
+    if no_run:
+        console.print("not run on base (--no-run): set-up, gate and benchmark unchecked")
+        return
+    try:
+        base = check_base(f)
+    except OptarenaError:
+        output.unlink(missing_ok=True)  # a spec that cannot work is not frozen
+        raise
+    spent = ", ".join(f"{k} {v:.1f} s" for k, v in base.timings.items())
+    tests = "" if base.tests is None else f"; the gate's report lists {base.tests} tests"
+    metric = "" if base.metric is None else f"; metric {base.metric:.6g}"
+    console.print(f"ran on base: {spent}{tests}{metric}")
+    python = base.environment.get("python3")
+    console.print(f"python3 in the sandbox: {escape(str(python))}")
 
 
 def show_external(frozen: Path, as_json: bool) -> None:
     """`task show FROZEN`: a frozen external spec, checked for drift."""
-    from optarena.tasks.external import load_frozen
+    from optarena.tasks.external import freeze_warnings, load_frozen
 
     f = load_frozen(frozen)
     if as_json:
@@ -64,6 +86,8 @@ def show_external(frozen: Path, as_json: bool) -> None:
     else:
         console.print("  environment (none declared: the commands get the PATH optarena runs with)")
     console.print(f"  gaps        {', '.join(f.gaps()) or 'none'}")
+    for warning in freeze_warnings(f):
+        console.print(f"  [yellow]warning[/]     {escape(warning)}")
     console.print("  drift       none (repository, base tree and holdout match)")
 
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optarena.errors import OptarenaError
-from optarena.judge._external_bench import benchmark
+from optarena.judge._external_bench import bench_once, benchmark
 from optarena.judge._external_ctx import BrokenTaskError, Ctx, Rejected
 from optarena.judge._external_run import JUnitReport, read_junit
 from optarena.judge._external_tree import SealedTree, copy_over, tree_digests
@@ -281,6 +281,46 @@ def _judge_in(ctx: Ctx, tmp: Path, candidate: Path, out: _Outcome, seed: int | N
         out.metrics = benchmark(ctx, trees, seed)
         ctx.timed("benchmark", time.monotonic() - t0)
         _untouched(ctx, trees)
+
+
+@dataclass(frozen=True)
+class BaseRun:
+    """The task's own commands once on base, as `task freeze` runs them: seconds per phase,
+    the gate's test count, the metric and which python3 the commands found."""
+
+    timings: dict[str, float]
+    tests: int | None
+    metric: float | None
+    environment: dict[str, Any]
+
+
+def check_base(frozen: FrozenExternal, policy: SandboxPolicy | None = None) -> BaseRun:
+    """Set-up, gate and one benchmark run (at the scale's high size) on a clone of base, as
+    the judge would run them. BrokenTaskError (naming the field, quoting the output) if any
+    fails: a spec that cannot work is found before any agent is paid to run on it."""
+    ctx = Ctx(frozen, policy, [], logs=failed_logs_dir(frozen.spec.id))
+    if frozen.spec.environment != Environment():
+        ctx.environment = frozen.environment()
+    metric = None
+    with tempfile.TemporaryDirectory(prefix="optarena-external-base-") as tmp:
+        tree = Path(tmp) / "baseline"
+        _clone(frozen, tree)
+        environment = _which_python(ctx, tree)
+        ctx.watched = _watched(frozen, tree)
+        for phase, step in (
+            ("setup", lambda: _prepare(ctx, tree, "baseline", Path(tmp) / "pristine")),
+            ("gate", lambda: _gate(ctx, tree, "baseline")),
+        ):
+            t0 = time.monotonic()
+            step()
+            ctx.timed(phase, time.monotonic() - t0)
+        b = frozen.spec.benchmark
+        if b is not None:
+            t0 = time.monotonic()
+            metric, _ = bench_once(ctx, tree, "baseline", b.scale.high if b.scale else None)
+            ctx.timed("benchmark", time.monotonic() - t0)
+    tests = ctx.baseline_report.tests if ctx.baseline_report else None
+    return BaseRun(ctx.timings, tests, metric, environment)
 
 
 def judge_external(

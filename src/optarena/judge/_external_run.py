@@ -51,9 +51,10 @@ class CommandRun:
         needs to fix a command (a missing module is named only in the output)."""
         why = "timed out" if self.returncode is None else f"exited {self.returncode}"
         lines = self.output.rstrip().splitlines()[-FAILURE_LINES:]
+        last = f": {lines[-1].strip()[:300]}" if lines else ""
         text = "\n".join("    " + line for line in lines)[-OUTPUT_TAIL:]
         where = f"\n  full output: {self.log}" if self.log else ""
-        return f"`{self.command}` {why}; its output ends:\n{text or '    (no output)'}{where}"
+        return f"`{self.command}` {why}{last}\n  its output ends:\n{text or '    (none)'}{where}"
 
 
 def limits_of(spec_limits: ExternalLimits) -> ResourceLimits:

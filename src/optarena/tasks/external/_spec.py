@@ -327,6 +327,44 @@ def _check_holdout_unseen(spec_path: Path, repo: Path, commit: str, holdout: Pat
         )  # fmt: skip
 
 
+def _tracked(repo: Path, commit: str) -> list[str]:
+    return [p for p in git(["ls-tree", "-r", "-z", "--name-only", commit], repo).split("\0") if p]
+
+
+def _check_scope(spec_path: Path, spec: ExternalSpec, repo: Path, commit: str) -> None:
+    """Every editable pattern must match a file at base: one that matches none froze cleanly
+    once, and then every candidate's change there was out of scope."""
+    from optarena.tasks.external._shape import unmatched_patterns
+
+    for i, pattern in unmatched_patterns(spec.project.editable, _tracked(repo, commit)):
+        raise SpecError(
+            spec_path, f"project.editable.{i}",
+            f"'{pattern}' matches no file at {commit[:12]}: every change a candidate made there "
+            "would be out of scope",
+        )  # fmt: skip
+
+
+def freeze_warnings(frozen: FrozenExternal) -> list[str]:
+    """What freezing can tell but not refuse: a benchmark that imports the project into the
+    process that prints the metric (see `_shape`)."""
+    from optarena.tasks.external._shape import loads_project, single_process_warning
+
+    b = frozen.spec.benchmark
+    if b is None:
+        return []
+    repo, commit = frozen.repo, frozen.frozen.base_commit
+
+    def read(path: str) -> bytes | None:
+        try:
+            return git_bytes(["show", f"{commit}:{path}"], repo)
+        except OptarenaError:
+            return None
+
+    found = loads_project(b.command, frozen.spec.project.editable, _tracked(repo, commit), read)
+    warning = single_process_warning(b.command, found)
+    return [] if warning is None else [warning]
+
+
 def freeze_external(spec_path: Path, out: Path) -> FrozenExternal:
     spec_path = spec_path.resolve()
     if not (spec_path.parent / ".git").exists() and not spec_path.is_file():
@@ -339,6 +377,7 @@ def freeze_external(spec_path: Path, out: Path) -> FrozenExternal:
         if not holdout.is_dir():
             raise SpecError(spec_path, "quality.holdout", f"{holdout} is not a directory")
         _check_holdout_unseen(spec_path, repo, commit, holdout)
+    _check_scope(spec_path, spec, repo, commit)
     env = resolve_environment(spec_path, spec.environment)
     frozen = FrozenExternal(
         spec=spec,
