@@ -132,6 +132,8 @@ def judge_external_cmd(
         if result.timings:
             spent = ", ".join(f"{k} {v:.1f} s" for k, v in result.timings.items())
             console.print(f"  time: {spent}")
+        if result.setup:
+            console.print("  set-up: " + ", ".join(f"{k} {v}" for k, v in result.setup.items()))
         m = result.metrics
         if m is not None:
             o = m.overall

@@ -27,6 +27,9 @@ from optarena.errors import OptarenaError
 from optarena.judge._external_bench import bench_once, benchmark
 from optarena.judge._external_ctx import BrokenTaskError, Ctx, Rejected
 from optarena.judge._external_run import JUnitReport, read_junit
+from optarena.judge._external_setup import restore as restore_setup
+from optarena.judge._external_setup import setup_key
+from optarena.judge._external_setup import store as store_setup
 from optarena.judge._external_tree import SealedTree, copy_over, tree_digests
 from optarena.judge._result import Check
 from optarena.records import ExternalMetrics
@@ -59,6 +62,9 @@ class ExternalJudgement(BaseModel):
     )
     timings: dict[str, float] = Field(
         default_factory=dict, description="seconds per phase: clones, set-up, gate, benchmark"
+    )
+    setup: dict[str, str] = Field(
+        default_factory=dict, description="per arm: ran, or cached (`[setup] cache = true`)"
     )
     started_at: str
     finished_at: str
@@ -144,13 +150,22 @@ def _prepare(ctx: Ctx, tree: Path, arm: str, pristine: Path) -> None:
     if f.holdout is not None:
         copy_over(f.holdout, tree)
     before = tree_digests(tree)
-    if f.spec.setup is not None:
-        r = ctx.run(f.spec.setup.command, tree, f.spec.setup.timeout_s)
+    setup = f.spec.setup
+    key = None
+    if setup is not None and setup.cache:
+        key = setup_key(setup.command, f.spec.env, f.frozen.environment_sha256, before)
+    if setup is not None and key is not None and restore_setup(key, tree):
+        ctx.setup[arm] = "cached"
+    elif setup is not None:
+        r = ctx.run(setup.command, tree, setup.timeout_s)
         if not r.ok:
             detail = f"set-up {r.failure()}"
             if arm == "baseline":
                 raise BrokenTaskError(f, "setup.command", detail, r)
             raise Rejected("setup", "setup_failed", detail)
+        if key is not None:
+            store_setup(key, tree, before)
+        ctx.setup[arm] = "ran"
     during = f"set-up `{f.spec.setup.command}`" if f.spec.setup else "set-up"
     try:
         ctx.sealed[tree] = SealedTree.seal(tree, pristine, ctx.watched, before, during)
@@ -372,6 +387,7 @@ def judge_external(
         ignored=out.ignored,
         environment=out.environment,
         timings=ctx.timings,
+        setup=ctx.setup,
         started_at=started,
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )

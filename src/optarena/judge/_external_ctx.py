@@ -52,6 +52,7 @@ class Ctx:
     runs: int = 0
     environment: ResolvedEnvironment | None = None  # the spec's [environment], if declared
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase and arm
+    setup: dict[str, str] = field(default_factory=dict)  # arm -> "ran" or "cached"
 
     def run(self, cmd: str, tree: Path, timeout_s: float) -> CommandRun:
         """Run `cmd` in `tree`; a sealed tree is first put back as prepared, so no command

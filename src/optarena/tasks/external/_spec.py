@@ -43,6 +43,15 @@ class Command(_Strict):
     timeout_s: float = Field(default=600.0, gt=0)
 
 
+class Setup(Command):
+    cache: bool = Field(
+        default=False,
+        description="reuse set-up's result when the tree before it, the command, the variables "
+        "and the environment are the same (opt-in: a set-up may write the worktree's own path "
+        "into its output)",
+    )
+
+
 class Quality(Command):
     junit: str | None = Field(default=None, description="a JUnit XML report the command writes")
     holdout: str | None = Field(
@@ -146,7 +155,7 @@ class ExternalSpec(_Strict):
     title: str = Field(min_length=1)
     prompt: str = Field(description="a file of the repository at base, given as TASK.md")
     project: Project
-    setup: Command | None = None
+    setup: Setup | None = None
     quality: Quality | None = None
     benchmark: Benchmark | None = None
     measurement: ExternalMeasurement = Field(default_factory=ExternalMeasurement)
