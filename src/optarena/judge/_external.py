@@ -15,7 +15,6 @@ import os
 import secrets
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -272,29 +271,25 @@ def _judge_in(ctx: Ctx, tmp: Path, candidate: Path, out: _Outcome, seed: int | N
     """Clones, scope, set-up, gates and (with a seed) the benchmark, each phase timed."""
     frozen = ctx.frozen
     trees = {"baseline": tmp / "baseline", "candidate": tmp / "candidate"}
-    t0 = time.monotonic()
-    for tree in trees.values():
-        _clone(frozen, tree)
-    out.cand_info["kind"] = _apply(candidate, trees["candidate"])
-    changed, out.ignored, sha = _scope(frozen, trees["candidate"])
-    out.cand_info.update({"changed": changed, "sha256": sha})
-    ctx.ok("scope", f"{len(changed)} file(s) changed in scope")
-    ctx.timed("clone_and_scope", time.monotonic() - t0)
+    with ctx.timing("clone_and_scope"):
+        for tree in trees.values():
+            _clone(frozen, tree)
+        out.cand_info["kind"] = _apply(candidate, trees["candidate"])
+        changed, out.ignored, sha = _scope(frozen, trees["candidate"])
+        out.cand_info.update({"changed": changed, "sha256": sha})
+        ctx.ok("scope", f"{len(changed)} file(s) changed in scope")
     out.environment = _which_python(ctx, trees["baseline"])
     ctx.watched = _watched(frozen, trees["baseline"])
     for arm, tree in trees.items():
-        t0 = time.monotonic()
-        _prepare(ctx, tree, arm, tmp / "pristine" / arm)
-        ctx.timed(f"setup.{arm}", time.monotonic() - t0)
+        with ctx.timing(f"setup.{arm}"):
+            _prepare(ctx, tree, arm, tmp / "pristine" / arm)
     for arm, tree in trees.items():
-        t0 = time.monotonic()
-        _gate(ctx, tree, arm)
-        ctx.timed(f"gate.{arm}", time.monotonic() - t0)
+        with ctx.timing(f"gate.{arm}"):
+            _gate(ctx, tree, arm)
     _untouched(ctx, trees)
     if seed is not None and frozen.spec.benchmark is not None:
-        t0 = time.monotonic()
-        out.metrics = benchmark(ctx, trees, seed)
-        ctx.timed("benchmark", time.monotonic() - t0)
+        with ctx.timing("benchmark"):
+            out.metrics = benchmark(ctx, trees, seed)
         _untouched(ctx, trees)
 
 
@@ -322,18 +317,14 @@ def check_base(frozen: FrozenExternal, policy: SandboxPolicy | None = None) -> B
         _clone(frozen, tree)
         environment = _which_python(ctx, tree)
         ctx.watched = _watched(frozen, tree)
-        for phase, step in (
-            ("setup", lambda: _prepare(ctx, tree, "baseline", Path(tmp) / "pristine")),
-            ("gate", lambda: _gate(ctx, tree, "baseline")),
-        ):
-            t0 = time.monotonic()
-            step()
-            ctx.timed(phase, time.monotonic() - t0)
+        with ctx.timing("setup"):
+            _prepare(ctx, tree, "baseline", Path(tmp) / "pristine")
+        with ctx.timing("gate"):
+            _gate(ctx, tree, "baseline")
         b = frozen.spec.benchmark
         if b is not None:
-            t0 = time.monotonic()
-            metric, _ = bench_once(ctx, tree, "baseline", b.scale.high if b.scale else None)
-            ctx.timed("benchmark", time.monotonic() - t0)
+            with ctx.timing("benchmark"):
+                metric, _ = bench_once(ctx, tree, "baseline", b.scale.high if b.scale else None)
     tests = ctx.baseline_report.tests if ctx.baseline_report else None
     return BaseRun(ctx.timings, tests, metric, environment)
 

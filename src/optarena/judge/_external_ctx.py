@@ -5,6 +5,9 @@ on the baseline, a recorded rejection on the candidate)."""
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,8 +73,15 @@ class Ctx:
             visible = self.environment.visible()
         return run_command(cmd, tree, timeout_s, env, limits, self.policy, keep, visible)
 
-    def timed(self, phase: str, seconds: float) -> None:
-        self.timings[phase] = round(self.timings.get(phase, 0.0) + seconds, 3)
+    @contextmanager
+    def timing(self, phase: str) -> Iterator[None]:
+        """Seconds spent in `phase`, recorded however it ends (a failing gate's too)."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            spent = time.monotonic() - t0
+            self.timings[phase] = round(self.timings.get(phase, 0.0) + spent, 3)
 
     def settle(self, tree: Path) -> None:
         """Put `tree` back as sealed, noting what its last command changed."""
