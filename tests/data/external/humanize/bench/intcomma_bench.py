@@ -19,13 +19,16 @@ def main() -> int:
     numbers = [rng.randrange(-(10**12), 10**12) for _ in range(COUNT)]
     child = subprocess.run(
         [sys.executable, "bench/intcomma_child.py"],
-        input="\n".join(map(str, numbers)), capture_output=True, text=True, timeout=600,
+        input="\n".join(map(str, numbers)),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     lines = child.stdout.splitlines()
     if child.returncode != 0 or len(lines) != COUNT + 1:
         print(f"the child failed (exit {child.returncode}): {child.stderr[-500:]}", file=sys.stderr)
         return 1
-    for n, got in zip(numbers, lines[1:]):
+    for n, got in zip(numbers, lines[1:], strict=True):
         if got != f"{n:,}":
             print(f"intcomma({n}) = {got!r}, expected {n:,}", file=sys.stderr)
             return 1
