@@ -176,8 +176,8 @@ class Metrics(Comparison):
     instructions: Instructions
 
 
-class ScaleRuns(_Model):
-    """Both arms' runs of a round at the declared scale's low size."""
+class _ArmRuns(_Model):
+    """Each arm's command run once: what the benchmark printed, and what the OS counted."""
 
     baseline: float = Field(description="the benchmark's metric, baseline run")
     candidate: float = Field(description="the benchmark's metric, candidate run")
@@ -187,17 +187,15 @@ class ScaleRuns(_Model):
     candidate_cpu_s: float | None
 
 
-class BenchmarkRound(_Model):
+class ScaleRuns(_ArmRuns):
+    """Both arms' runs of a round at the declared scale's low size."""
+
+
+class BenchmarkRound(_ArmRuns):
     """One AB or BA round of an external benchmark: each arm's command run once (at the
     scale's high size, when the spec declares a scale)."""
 
     order: Literal["AB", "BA"]
-    baseline: float = Field(description="the benchmark's metric, baseline run")
-    candidate: float = Field(description="the benchmark's metric, candidate run")
-    baseline_wall_s: float = Field(description="the OS's wall time of the baseline run")
-    candidate_wall_s: float
-    baseline_cpu_s: float | None = Field(description="CPU of the run's cgroup; null: unknown")
-    candidate_cpu_s: float | None
     log_ratio: float = Field(description="log(candidate/baseline) on the lower-is-better scale")
     low: ScaleRuns | None = Field(
         default=None, description="the same round's runs at the scale's low size; null: no scale"
