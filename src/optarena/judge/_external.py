@@ -38,7 +38,7 @@ from optarena.tasks.external import Environment, FrozenExternal, git, git_bytes,
 
 __all__ = ["BrokenTaskError", "ExternalJudgement", "judge_external"]
 
-EXTERNAL_JUDGE_SCHEMA_VERSION = 1
+EXTERNAL_JUDGE_SCHEMA_VERSION = 2  # 2: environment, timings, setup; metrics with os_check
 
 
 class ExternalJudgement(BaseModel):
