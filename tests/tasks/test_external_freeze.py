@@ -23,13 +23,16 @@ SINGLE_PROCESS = (
 )
 
 
-def test_an_editable_pattern_that_matches_nothing_is_refused(tmp_path: Path) -> None:
-    """It froze cleanly once, and every candidate's change there was out of scope."""
-    spec = make_project(
-        tmp_path, {'editable = ["primes.py"]': 'editable = ["primes.py", "src/*.py"]'}
-    )
-    with pytest.raises(SpecError, match=r"project\.editable\.1.*'src/\*\.py' matches no file"):
+def test_an_editable_scope_that_matches_nothing_is_refused(tmp_path: Path) -> None:
+    """It froze cleanly once, and every candidate's change there was out of scope. One
+    pattern of several that matches nothing may name a file to create: a warning."""
+    spec = make_project(tmp_path, {'editable = ["primes.py"]': 'editable = ["src/primes.py"]'})
+    with pytest.raises(SpecError, match=r"project\.editable.*'src/primes\.py'.*match no file"):
         freeze_external(spec, tmp_path / "o.toml")
+    edit = {'editable = ["primes.py"]': 'editable = ["primes.py", "src/*.py"]'}
+    spec = make_project(tmp_path / "two", edit)
+    (warning,) = freeze_warnings(freeze_external(spec, tmp_path / "o.toml"))
+    assert warning.startswith("project.editable.1: 'src/*.py' matches no file")
 
 
 def test_a_benchmark_importing_the_project_is_warned_about(tmp_path: Path) -> None:

@@ -341,27 +341,39 @@ def _tracked(repo: Path, commit: str) -> list[str]:
 
 
 def _check_scope(spec_path: Path, spec: ExternalSpec, repo: Path, commit: str) -> None:
-    """Every editable pattern must match a file at base: one that matches none froze cleanly
-    once, and then every candidate's change there was out of scope."""
+    """At least one editable pattern must match a file at base: a scope of patterns that match
+    nothing froze cleanly once, and then every candidate's change was out of scope. (A single
+    pattern may name a file a candidate is to create: `freeze_warnings` says so.)"""
     from optarena.tasks.external._shape import unmatched_patterns
 
-    for i, pattern in unmatched_patterns(spec.project.editable, _tracked(repo, commit)):
+    editable = spec.project.editable
+    if len(unmatched_patterns(editable, _tracked(repo, commit))) == len(editable):
         raise SpecError(
-            spec_path, f"project.editable.{i}",
-            f"'{pattern}' matches no file at {commit[:12]}: every change a candidate made there "
-            "would be out of scope",
+            spec_path, "project.editable",
+            f"{editable} match no file at {commit[:12]}: every change a candidate made would "
+            "be out of scope (paths are relative to the repository's root)",
         )  # fmt: skip
 
 
 def freeze_warnings(frozen: FrozenExternal) -> list[str]:
     """What freezing can tell but not refuse: a benchmark that imports the project into the
     process that prints the metric (see `_shape`)."""
-    from optarena.tasks.external._shape import loads_project, single_process_warning
+    from optarena.tasks.external._shape import (
+        loads_project,
+        single_process_warning,
+        unmatched_patterns,
+    )
 
+    repo, commit = frozen.repo, frozen.frozen.base_commit
+    tracked = _tracked(repo, commit)
+    out = [
+        f"project.editable.{i}: '{g}' matches no file at {commit[:12]}; a candidate may only "
+        "create a file there"
+        for i, g in unmatched_patterns(frozen.spec.project.editable, tracked)
+    ]
     b = frozen.spec.benchmark
     if b is None:
-        return []
-    repo, commit = frozen.repo, frozen.frozen.base_commit
+        return out
 
     def read(path: str) -> bytes | None:
         try:
@@ -369,9 +381,9 @@ def freeze_warnings(frozen: FrozenExternal) -> list[str]:
         except OptarenaError:
             return None
 
-    found = loads_project(b.command, frozen.spec.project.editable, _tracked(repo, commit), read)
+    found = loads_project(b.command, frozen.spec.project.editable, tracked, read)
     warning = single_process_warning(b.command, found)
-    return [] if warning is None else [warning]
+    return out if warning is None else [*out, warning]
 
 
 def freeze_external(spec_path: Path, out: Path) -> FrozenExternal:
