@@ -196,7 +196,9 @@ def stencil_frozen(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("the stencil example needs a C compiler")
     tmp = tmp_path_factory.mktemp("stencil-cheats")
     out = tmp / "frozen.toml"
-    freeze_external(make_project(tmp, {"max_rounds = 8": "max_rounds = 6"}, "stencil"), out)
+    freeze_external(
+        make_project(tmp, {"max_rounds = 8": "max_rounds = 4\nmin_rounds = 4"}, "stencil"), out
+    )
     return out
 
 

@@ -56,7 +56,9 @@ def test_an_improvement_that_is_a_small_part_of_the_process_reads_improved(
     faster. Its spec declares a scale: the OS's time of the difference between the two sizes
     confirms it, and the ratio is the metric's."""
     out = tmp_path / "frozen.toml"
-    freeze_external(make_project(tmp_path, {"max_rounds = 8": "max_rounds = 6"}, "stencil"), out)
+    freeze_external(
+        make_project(tmp_path, {"max_rounds = 8": "max_rounds = 4\nmin_rounds = 4"}, "stencil"), out
+    )
     r = judge_external(load_frozen(out), _candidate(tmp_path, "stencil-interior"), seed=1)
     assert r.verdict == "accepted", r.reasons
     m = r.metrics
