@@ -182,6 +182,10 @@ def capture(task: _Scoped, workspace: Path, shadow: Path, baseline: str, dest: P
     """Stage everything in the shadow repo, diff against the baseline, and copy the editable
     files to `dest` (the candidate that is judged and stored)."""
     workspace.mkdir(parents=True, exist_ok=True)  # an agent that deleted it delivered nothing
+    # The index starts as the baseline's tree: `add -A` then updates every file tracked at
+    # base, even one the project's .gitignore matches (from an empty index it left those out,
+    # and a clean delivery read as deleting them: out_of_scope).
+    git(["read-tree", baseline], cwd=workspace, git_dir=shadow)
     git(["add", "-A", "--", "."], cwd=workspace, git_dir=shadow)
     base = ["diff", "--cached", "--no-renames", "--no-ext-diff", "--no-textconv", baseline]
     names = git([*base, "--name-status", "-z"], cwd=workspace, git_dir=shadow)
