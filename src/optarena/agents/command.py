@@ -2,7 +2,8 @@
 
     optarena run --task rmsnorm --command 'my-agent --prompt-file {prompt_file} --cwd {workspace}'
 
-Placeholders (Python format syntax; write `{{` and `}}` for literal braces): `{prompt_file}`
+Placeholders (bare `{name}`, no format spec or conversion; write `{{` and `}}` for literal
+braces): `{prompt_file}`
 (the prompt, as a file), `{workspace}`, `{logs_dir}` (files written there are kept as the
 trial's logs), `{usage_file}`, `{timeout_s}`, `{trial_id}`, `{proxy_url}` (the trial's
 metering proxy; empty with `meter=false`). The template is split like a shell
@@ -35,6 +36,7 @@ import json
 import os
 import shlex
 import shutil
+import string
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -96,21 +98,36 @@ def read_usage_file(path: Path, before: tuple[int, int] | None = None) -> tuple[
 
 
 def render_template(template: str, values: dict[str, str]) -> list[str]:
-    """Split like a shell, then fill placeholders per argument."""
+    """Split like a shell, then fill placeholders per argument. A placeholder is a bare
+    `{name}`: Python's format specs, conversions, attributes and indexes are refused, not
+    evaluated (`{workspace:>99999999999}` asked for a 100 GB string: a MemoryError)."""
     try:
         tokens = shlex.split(template)
     except ValueError as e:
         raise OptarenaError(f"--command '{template}': {e}") from None
     if not tokens:
         raise OptarenaError("--command is empty")
+    return [_fill(template, token, values) for token in tokens]
+
+
+def _fill(template: str, token: str, values: dict[str, str]) -> str:
+    out = []
     try:
-        return [t.format(**values) for t in tokens]
-    except (KeyError, IndexError, ValueError) as e:
+        for literal, name, spec, conversion in string.Formatter().parse(token):
+            out.append(literal)
+            if name is None:
+                continue
+            if name not in PLACEHOLDERS or spec or conversion:
+                shown = "{" + name + (f"!{conversion}" if conversion else "")
+                raise ValueError(f"'{shown + (f':{spec}' if spec else '')}}}'")
+            out.append(values[name])
+    except ValueError as e:
         raise OptarenaError(
-            f"--command '{template}': bad placeholder ({e}); known: "
+            f"--command '{template}': bad placeholder {e}; a placeholder is one of "
             + ", ".join("{" + p + "}" for p in PLACEHOLDERS)
-            + " (write {{ and }} for literal braces)"
+            + ", as is (no format spec or conversion; write {{ and }} for literal braces)"
         ) from None
+    return "".join(out)
 
 
 class CommandRunner(AgentRunner):
