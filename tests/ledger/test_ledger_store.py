@@ -108,3 +108,12 @@ def test_an_agents_logs_are_stored_without_following_what_it_made(tmp_path: Path
     ]
     everything = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file())
     assert b"SECRET" not in everything
+
+
+def test_a_logs_directory_of_many_files_is_stored_up_to_a_limit(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for i in range(30):
+        (logs / f"{i:02}.log").write_text(f"{i}\n")
+    stored, left_out = ArtifactStore(tmp_path / "store").put_untrusted_tree(logs, max_entries=20)
+    assert len(stored) == 20 and left_out == ["more than 20 entries: the rest not looked at"]

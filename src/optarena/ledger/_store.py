@@ -21,7 +21,7 @@ from typing import BinaryIO
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from optarena.errors import LedgerError
-from optarena.sandbox import name_line, open_untrusted, refusal, walk_untrusted
+from optarena.sandbox import Walk, name_line, open_untrusted, refusal, walk_untrusted
 
 _CHUNK = 1 << 20
 
@@ -85,13 +85,17 @@ class ArtifactStore:
         self._link(Path(fout.name), sha)
         return sha
 
-    def put_untrusted_tree(self, root: Path) -> tuple[dict[str, str], list[str]]:
+    def put_untrusted_tree(
+        self, root: Path, max_entries: int = 10_000
+    ) -> tuple[dict[str, str], list[str]]:
         """Store the plain files under `root`, a directory an agent could write (logs), never
-        through anything it made there (`optarena.sandbox.walk_untrusted`). Returns relative
-        path (undecodable bytes as `\\xNN`) -> sha, and what was left out, with why."""
+        through anything it made there (`optarena.sandbox.walk_untrusted`), looking at most at
+        `max_entries` entries. Returns relative path (as `name_line`) -> sha, and what was left
+        out, with why."""
         stored: dict[str, str] = {}
         left_out: list[str] = []
-        for e in walk_untrusted(root):
+        walk = Walk()
+        for e in walk_untrusted(root, max_entries=max_entries, progress=walk):
             if e.too_deep:
                 left_out.append(f"{name_line(e.rel)}: nested too deep, not entered")
             if e.is_dir:
@@ -103,6 +107,8 @@ class ArtifactStore:
                 continue
             with f:
                 stored[name_line(e.rel)] = self.put_stream(f)
+        if walk.truncated:
+            left_out.append(f"more than {max_entries} entries: the rest not looked at")
         return stored, left_out
 
     def put_tree(self, root: Path, relpaths: list[str]) -> str:
