@@ -9,8 +9,8 @@ from optarena.sandbox._process import ResourceLimits, kill_tree, spawn
 from optarena.sandbox._sandbox import Capabilities, Sandbox, SandboxPolicy, probe
 from optarena.sandbox._untrusted import (
     Entry,
-    Finding,
     Survey,
+    SurveyFinding,
     UntrustedFileError,
     Walk,
     copy_entry,
@@ -33,11 +33,11 @@ __all__ = [
     "AgentSandboxPolicy",
     "Capabilities",
     "Entry",
-    "Finding",
     "ResourceLimits",
     "Sandbox",
     "SandboxPolicy",
     "Survey",
+    "SurveyFinding",
     "UntrustedFileError",
     "Walk",
     "copy_entry",

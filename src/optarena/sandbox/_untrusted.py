@@ -184,6 +184,22 @@ class Entry:
         """A link's target, as text (never followed)."""
         return os.readlink(self._name, dir_fd=self._dir_fd)
 
+    def remove(self) -> None:
+        """Remove the entry (a directory with all it holds, however deep), never following
+        a link; gone already is fine."""
+        if not self.is_dir:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._name, dir_fd=self._dir_fd)
+            return
+        try:
+            shutil.rmtree(self._name, dir_fd=self._dir_fd)  # through descriptors
+        except FileNotFoundError:
+            pass
+        except (RecursionError, OSError):  # rm works at any depth (the descriptor's path)
+            where = f"/proc/self/fd/{self._dir_fd}/{self._name}"
+            rm = ["rm", "-rf", "--", where]
+            subprocess.run(rm, check=False, timeout=600, pass_fds=(self._dir_fd,))
+
     def lchown(self, uid: int, gid: int) -> None:
         """Change the entry's owner (a link's own, never its target's)."""
         with contextlib.suppress(FileNotFoundError):
@@ -205,28 +221,26 @@ def walk_untrusted(
     max_depth: int = MAX_DEPTH,
     max_entries: int | None = None,
     progress: Walk | None = None,
+    enter: Callable[[Entry], bool] | None = None,
 ) -> Iterator[Entry]:
     """Every entry under `root` (sorted per directory, parents before children), each
     directory entered through its parent's descriptor without following a link; names in
     `skip` are left out at any depth; directories deeper than `max_depth` are listed with
-    `too_deep`, not entered. At most `max_entries` are listed (`progress.truncated` says so)."""
+    `too_deep`, not entered, and so are those `enter` refuses (asked once the directory's
+    entry was yielded). At most `max_entries` are listed (`progress.truncated` says so)."""
     walk = progress if progress is not None else Walk()
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        yield from _walk(fd, "", 0, skip, max_depth, max_entries, walk)
+        yield from _walk(fd, "", 0, (skip, max_depth, max_entries, enter), walk)
     finally:
         os.close(fd)
 
 
-def _walk(
-    dfd: int,
-    prefix: str,
-    depth: int,
-    skip: Container[str],
-    max_depth: int,
-    max_entries: int | None,
-    walk: Walk,
-) -> Iterator[Entry]:
+_How = tuple[Container[str], int, int | None, Callable[[Entry], bool] | None]
+
+
+def _walk(dfd: int, prefix: str, depth: int, how: _How, walk: Walk) -> Iterator[Entry]:
+    skip, max_depth, max_entries, enter = how
     for name in _listing(dfd, skip, max_entries, walk):
         try:
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
@@ -235,7 +249,7 @@ def _walk(
         rel = prefix + name
         entry = Entry(rel, st, stat.S_ISDIR(st.st_mode) and depth >= max_depth, dfd, name)
         yield entry
-        if not entry.is_dir or entry.too_deep:
+        if not entry.is_dir or entry.too_deep or (enter is not None and not enter(entry)):
             continue
         try:
             sub = os.open(name, _DIR, dir_fd=dfd)  # fails on a link swapped in since
@@ -244,7 +258,7 @@ def _walk(
         try:
             now = os.fstat(sub)
             if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
-                yield from _walk(sub, f"{rel}/", depth + 1, skip, max_depth, max_entries, walk)
+                yield from _walk(sub, f"{rel}/", depth + 1, how, walk)
         finally:
             os.close(sub)
 
@@ -309,7 +323,7 @@ Problem = Literal["special_file", "hard_link", "undecodable_name", "nested_too_d
 
 
 @dataclass(frozen=True)
-class Finding:
+class SurveyFinding:
     """An entry of a surveyed tree that optarena will not read or cannot name."""
 
     rel: str  # as `name_text`
@@ -325,7 +339,7 @@ class Survey:
     disk_bytes: int = 0  # the blocks allocated to every entry
     entries: int = 0
     truncated: bool = False  # the entry limit stopped the survey: the rest was not seen
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[SurveyFinding] = field(default_factory=list)
 
 
 def survey(
@@ -347,21 +361,23 @@ def survey(
     return out
 
 
-def _finding(e: Entry, room: int) -> Finding | None:
+def _finding(e: Entry, room: int) -> SurveyFinding | None:
     rel = name_line(e.rel)
     if not is_utf8(e.rel.rsplit("/", 1)[-1]):
-        return Finding(rel, "undecodable_name", "a name that is not UTF-8")
+        return SurveyFinding(rel, "undecodable_name", "a name that is not UTF-8")
     if e.too_deep:
-        return Finding(rel, "nested_too_deep", f"a directory nested deeper than {MAX_DEPTH}")
+        return SurveyFinding(rel, "nested_too_deep", f"a directory nested deeper than {MAX_DEPTH}")
     parent = e.rel.rpartition("/")[0]
     if len(os.fsencode(e.rel)) > room >= len(os.fsencode(parent)):  # once, where it starts
-        return Finding(rel, "nested_too_deep", f"a path longer than {PATH_MAX} bytes")
+        return SurveyFinding(rel, "nested_too_deep", f"a path longer than {PATH_MAX} bytes")
     if e.is_dir or stat.S_ISLNK(e.st.st_mode):
         return None
     why = refusal(e.st)
     if why is None:
         return None
-    return Finding(rel, "special_file" if not stat.S_ISREG(e.st.st_mode) else "hard_link", why)
+    return SurveyFinding(
+        rel, "special_file" if not stat.S_ISREG(e.st.st_mode) else "hard_link", why
+    )
 
 
 def entries_under(root: Path, enter: Callable[[Path], bool] | None = None) -> Iterator[Path]:
