@@ -175,8 +175,11 @@ def test_a_tree_nested_past_path_max_is_rejected_and_handed_back_whole(
 ) -> None:
     """The hand-back chown failed past PATH_MAX and left files owned by a pool uid (`refused`
     checks that every file of the trial is optarena's again)."""
-    rec = trial(agent(NEST.format(n=n, name=name)), check=False)
-    refused(ledger, rec, "nested_too_deep")
+    try:
+        rec = trial(agent(NEST.format(n=n, name=name)), check=False)
+        refused(ledger, rec, "nested_too_deep")
+    finally:  # pytest's own clean-up of old temporary directories recurses
+        subprocess.run(["rm", "-rf", str(ledger.home / "work")], check=True)
 
 
 def test_a_sparse_file_of_gigabytes_is_refused_before_git_reads_it(

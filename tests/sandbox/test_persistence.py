@@ -420,15 +420,17 @@ def test_sweep_survives_trees_nested_thousands_deep(tmp_path: Path) -> None:
     root = tmp_path / "scratch"
     root.mkdir(mode=0o1777)
     root.chmod(0o1777)
-    (root / "others").mkdir()
-    _chain(root / "others", 3000, 0)  # root's, searchable: walked, to the depth limit
-    (root / "mine").mkdir()
-    os.chown(root / "mine", uid, uid)
-    _chain(root / "mine", 3000, uid)  # the uid's: removed whole
-    removed = remove_files_of(uid, [str(root)])
-    assert [os.path.basename(p) for p in removed] == ["mine"]
-    assert not (root / "mine").exists() and (root / "others").exists()
-    subprocess.run(["rm", "-rf", str(root)], check=True)
+    try:
+        (root / "others").mkdir()
+        _chain(root / "others", 3000, 0)  # root's, searchable: walked, to the depth limit
+        (root / "mine").mkdir()
+        os.chown(root / "mine", uid, uid)
+        _chain(root / "mine", 3000, uid)  # the uid's: removed whole
+        removed = remove_files_of(uid, [str(root)])
+        assert [os.path.basename(p) for p in removed] == ["mine"]
+        assert not (root / "mine").exists() and (root / "others").exists()
+    finally:  # pytest's own clean-up of old temporary directories recurses
+        subprocess.run(["rm", "-rf", str(root)], check=True)
 
 
 class _Prefer(random.Random):

@@ -299,13 +299,16 @@ def test_a_tree_nested_past_path_max_is_handed_back_whole(tmp_path: Path) -> Non
     uid that returns to the pool (the next agent with that uid could change them)."""
     root = tmp_path / "ws"
     root.mkdir()
-    _nest(root, 2000)  # 200 KB of path
-    lchown_tree(root, 4321, 4321)
-    assert _owners(root) == {4321}
-    lchown_tree(root, 0, 0, owner=4321)
-    assert _owners(root) == {0}
-    remove_tree(root)
-    assert not root.exists()
+    try:
+        _nest(root, 2000)  # 200 KB of path
+        lchown_tree(root, 4321, 4321)
+        assert _owners(root) == {4321}
+        lchown_tree(root, 0, 0, owner=4321)
+        assert _owners(root) == {0}
+        remove_tree(root)
+        assert not root.exists()
+    finally:  # pytest's own clean-up of old temporary directories recurses
+        subprocess.run(["rm", "-rf", str(root)], check=True)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
