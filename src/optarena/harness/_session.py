@@ -56,7 +56,8 @@ def follow_up(
     logs.mkdir(parents=True, exist_ok=True)
     outcome = run_metered(runner, context, prompt, limits)
     stored, left_out = ledger.store.put_untrusted_tree(logs)  # never through the agent's links
-    detail = "; ".join([outcome.detail, *(f"log not kept: {w}" for w in left_out[:20])])
+    notes = [f"log not kept: {w}" for w in left_out[:20]]
+    detail = "; ".join(filter(None, [outcome.detail, *notes]))
     return PhaseRecord(
         phase=phase,
         status=outcome.status,
