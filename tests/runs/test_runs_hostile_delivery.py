@@ -64,19 +64,25 @@ def refused(ledger: Ledger, rec: TrialRecord, code: str) -> None:
 # ---- links where optarena reads the agent's logs and usage ------------------------------
 
 
-@pytest.mark.parametrize("name", ["stdout.log", "stderr.log", "prompt.md", "usage.json"])
+LOGS = ("stdout.log", "stderr.log", "prompt.md", "usage.json")
+
+
 @pytest.mark.parametrize("how", ["symlink", "fifo"])
 def test_a_log_replaced_by_a_link_or_fifo_is_left_out_not_read(
-    trial: Trial, agent: Agent, ledger: Ledger, secret: Path, name: str, how: str
+    trial: Trial, agent: Agent, ledger: Ledger, secret: Path, how: str
 ) -> None:
-    """The agent replaces a file optarena keeps from `{logs_dir}` with a link to a root-only
-    file (it was stored as a world-readable artifact and shown in the report) or a FIFO
-    (which would hang the copy)."""
-    plant = f"ln -s {secret} {name}" if how == "symlink" else f"mkfifo {name}"
-    rec = trial(agent(f'cd "$OPTARENA_LOGS_DIR"; rm -f {name}; {plant}'))
+    """The agent replaces each file optarena keeps from `{logs_dir}` with a link to a
+    root-only file (it was stored as a world-readable artifact and shown in the report) or a
+    FIFO (which would hang the copy)."""
+    plant = " ".join(
+        f"rm -f {n}; " + (f"ln -s {secret} {n};" if how == "symlink" else f"mkfifo {n};")
+        for n in LOGS
+    )
+    rec = trial(agent(f'cd "$OPTARENA_LOGS_DIR"; {plant}'))
     assert rec.agent_status == "completed" and rec.verdict == "accepted"
-    assert f"logs/{name}" not in rec.artifacts
-    assert f"logs not kept: {name}: a " in rec.agent_detail
+    for name in LOGS:
+        assert f"logs/{name}" not in rec.artifacts
+        assert f"{name}: a " in rec.agent_detail.split("logs not kept: ", 1)[1]
     assert SECRET.encode() not in _store_text(ledger)
     assert rec.usage.input_tokens is None  # the linked file's figures are never the agent's
 
