@@ -16,6 +16,7 @@ from dataclasses import replace
 from urllib.parse import urlsplit
 
 from optarena.agents._base import AgentRunner, RunContext
+from optarena.agents._storable import storable_outcome
 from optarena.proxy import MeteredSession, ProxyLimits, Upstreams
 from optarena.records import AgentLimits, AgentOutcome
 
@@ -30,10 +31,11 @@ def proxy_limits(limits: AgentLimits) -> ProxyLimits:
 def run_metered(
     runner: AgentRunner, context: RunContext, prompt: str, limits: AgentLimits
 ) -> AgentOutcome:
-    """`runner.run`, inside a metering proxy when the runner names an upstream."""
+    """`runner.run`, inside a metering proxy when the runner names an upstream; the outcome
+    made storable (`storable_outcome`: it carries what the agent wrote)."""
     upstream = runner.upstream({**os.environ, **context.env})
     if upstream is None:
-        return runner.run(context, prompt, limits)
+        return storable_outcome(runner.run(context, prompt, limits))
     base: Upstreams
     if isinstance(upstream, str):
         base = _base_url(upstream)
@@ -49,7 +51,7 @@ def run_metered(
             metered=session.usage,
         )
         outcome = runner.run(metered, prompt, limits)
-    return with_metering(outcome, session)
+    return storable_outcome(with_metering(outcome, session))
 
 
 def _base_url(url: str) -> str:

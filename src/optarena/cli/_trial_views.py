@@ -15,7 +15,7 @@ from rich.text import Text
 
 from optarena.agents import Usage
 from optarena.cli._render import brief, verdict_markup
-from optarena.cli._safe import escape
+from optarena.cli._safe import escape, escape_name
 from optarena.cli._speed_view import result_cell, speed_markup
 from optarena.ledger import Judgement, Ledger, TrialRecord
 
@@ -216,10 +216,10 @@ def show_lines(record: TrialRecord) -> list[str]:
         scope = "" if c.in_scope else "  [red]OUT OF SCOPE[/]"
         if not c.in_scope and c.path not in r.out_of_scope:
             scope = "  ignored (new, outside the scope: not judged)"
-        lines.append(f"  changed  {c.change:<9} {escape(c.path)}{scope}")
+        lines.append(f"  changed  {c.change:<9} {escape_name(c.path)}{scope}")
     lines += [f"  [red]-[/] {escape(brief(reason))}" for reason in r.reasons]
     lines.append(f"speed      {speed_markup(r.metrics, r.verdict)}")
-    lines += [f"  [red]outside the workspace:[/] {escape(c)}" for c in r.outside_changes]
+    lines += [f"  [red]outside the workspace:[/] {escape_name(c)}" for c in r.outside_changes]
     if r.error:
         lines.append(f"error      [magenta]{escape(r.error)}[/]")
     return lines

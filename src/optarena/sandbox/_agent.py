@@ -389,6 +389,7 @@ class AgentSandbox:
             self.timing.teardown_ms = round((time.monotonic() - t0) * 1000, 2)
 
     def _release(self) -> None:
+        agent_uid = self.lease.uid if self.lease is not None else None
         for bridge in self.bridges:
             bridge.close()
             self.bridge_refused += bridge.refused
@@ -402,9 +403,9 @@ class AgentSandbox:
         if self.lease is not None:
             self.lease.release()
             self.lease = None
-        for path in self._given:
+        for path in self._given:  # what the agent's uid owns: not a file it hard-linked
             with contextlib.suppress(FileNotFoundError):
-                lchown_tree(path, os.getuid(), os.getgid())
+                lchown_tree(path, os.getuid(), os.getgid(), owner=agent_uid)
         self._given = []
 
     def report(self) -> dict[str, Any]:
