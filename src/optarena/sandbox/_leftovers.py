@@ -46,13 +46,29 @@ def _reachable(st: os.stat_result, uid: int) -> bool:
 
 def _remove_at(name: str, dir_fd: int, is_dir: bool) -> None:
     if is_dir:
-        shutil.rmtree(name, dir_fd=dir_fd)  # descriptor-based: immune to symlink swaps
+        try:
+            shutil.rmtree(name, dir_fd=dir_fd)  # descriptor-based: immune to symlink swaps
+        except RecursionError:  # nested past the recursion limit: rm works at any depth,
+            # through the open parent (a swapped ancestor cannot redirect it)
+            subprocess.run(
+                ["rm", "-rf", "--", f"/proc/self/fd/{dir_fd}/{name}"],
+                check=False,
+                timeout=600,
+                pass_fds=(dir_fd,),
+            )
     else:
         os.unlink(name, dir_fd=dir_fd)
 
 
+MAX_SWEEP_DEPTH = 64  # directories of other owners nested deeper are not entered
+
+
 def remove_files_of(uid: int, roots: Iterable[str], skip: Sequence[Path] = ()) -> list[str]:
-    """Delete every file and directory `uid` owns below `roots`; returns what was removed."""
+    """Delete every file and directory `uid` owns below `roots`; returns what was removed.
+
+    Directories of other owners are entered by descriptor only where `uid` could reach them,
+    and at most `MAX_SWEEP_DEPTH` deep: anyone may nest directories in /tmp past the recursion
+    limit (`os.fwalk` raised RecursionError on such a tree and the lease was never swept)."""
     skipped = set()
     for p in skip:
         with contextlib.suppress(OSError):
@@ -62,32 +78,47 @@ def remove_files_of(uid: int, roots: Iterable[str], skip: Sequence[Path] = ()) -
     for root in roots:
         if not os.path.isdir(root) or os.path.islink(root):
             continue
-        for top, dirs, files, top_fd in os.fwalk(root, follow_symlinks=False):
-            keep_dirs = []
-            for name in dirs:
-                try:
-                    st = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
-                except OSError:
-                    continue
-                if (st.st_dev, st.st_ino) in skipped:
-                    continue
-                if st.st_uid == uid:
-                    with contextlib.suppress(OSError):
-                        _remove_at(name, top_fd, is_dir=stat.S_ISDIR(st.st_mode))
-                        removed.append(os.path.join(top, name))
-                elif stat.S_ISDIR(st.st_mode) and _reachable(st, uid):
-                    keep_dirs.append(name)
-            dirs[:] = keep_dirs
-            for name in files:
-                try:
-                    st = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
-                except OSError:
-                    continue
-                if st.st_uid == uid:
-                    with contextlib.suppress(OSError):
-                        os.unlink(name, dir_fd=top_fd)
-                        removed.append(os.path.join(top, name))
+        try:
+            fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            _sweep_dir(fd, root, uid, skipped, removed, 0)
+        finally:
+            os.close(fd)
     return removed
+
+
+def _sweep_dir(
+    fd: int, top: str, uid: int, skipped: set[tuple[int, int]], removed: list[str], depth: int
+) -> None:
+    try:
+        names = os.listdir(fd)
+    except OSError:
+        return
+    for name in names:
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in skipped:
+            continue
+        is_dir = stat.S_ISDIR(st.st_mode)
+        if st.st_uid == uid:
+            with contextlib.suppress(OSError):
+                _remove_at(name, fd, is_dir=is_dir)
+                removed.append(os.path.join(top, name))
+        elif is_dir and _reachable(st, uid) and depth < MAX_SWEEP_DEPTH:
+            try:
+                sub = os.open(
+                    name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+                )
+            except OSError:
+                continue
+            try:
+                _sweep_dir(sub, os.path.join(top, name), uid, skipped, removed, depth + 1)
+            finally:
+                os.close(sub)
 
 
 # /proc/sysvipc columns: (file, id column, owner uid column, creator uid column)

@@ -95,10 +95,10 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
     )
 
 
-def prctl(option: int, arg: int) -> None:
+def prctl(option: int, arg: int, arg3: int = 0) -> None:
     if _libc is None:
         raise OSError(38, "prctl: not Linux")
-    _check(_libc.prctl(option, arg, 0, 0, 0), f"prctl({option})")
+    _check(_libc.prctl(option, arg, arg3, 0, 0), f"prctl({option})")
 
 
 class _MountAttr(ctypes.Structure):
