@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import math
 import os
@@ -19,8 +20,10 @@ from typing import Any
 import numpy as np
 
 from optarena.judge._arena import InputArena, OutputArena
+from optarena.judge.worker import _run as run
 from optarena.judge.worker import _wire as wire
 from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy
+from optarena.sandbox._linux import process_vm_read
 from optarena.tasks import WorkerLimits
 
 WORKER_SCRIPT = Path(__file__).resolve().parent / "worker" / "_loop.py"
@@ -52,6 +55,79 @@ class CallResult:
     wall_ns: int
     cpu_ns: int | None
     input_changed: int | None
+    call_wall_ns: int | None = None  # `run_calls`: from the go frame to the answer only
+
+
+@dataclass(frozen=True)
+class CallLayout:
+    """What `bind` fixes about a call: its arrays' layout and the place and kind of every
+    numeric scalar (whose values vary per call and travel in the go frame); other arguments
+    are part of the layout. Calls with equal layouts share one bound template."""
+
+    arrays: tuple[Any, ...]
+    scalars: tuple[tuple[str, int | str, str], ...]
+    fixed: tuple[Any, ...]
+
+    def values(self, args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
+        return [args[k] if w == "a" else kwargs[k] for w, k, _ in self.scalars]  # type: ignore[index]
+
+
+def _scalar_kind(v: Any) -> str | None:
+    if isinstance(v, bool | np.bool_):
+        return "b"
+    if isinstance(v, int | np.integer) and abs(int(v)) <= 2**53:
+        return "i"
+    if isinstance(v, float | np.floating) and math.isfinite(float(v)):
+        return "f"
+    return None
+
+
+def call_layout(args: list[Any], kwargs: dict[str, Any]) -> CallLayout:
+    arrays: list[Any] = []
+    scalars: list[tuple[str, int | str, str]] = []
+    fixed: list[Any] = []
+    for where, items in (("a", list(enumerate(args))), ("k", list(kwargs.items()))):
+        for key, v in items:
+            if isinstance(v, np.ndarray):
+                arrays.append((where, key, v.shape, v.strides, v.dtype.str, _offset(v)))
+            elif (kind := _scalar_kind(v)) is not None:
+                scalars.append((where, key, kind))
+            else:
+                fixed.append((where, key, repr(v)))
+    return CallLayout(tuple(arrays), tuple(scalars), tuple(fixed))
+
+
+def _offset(a: np.ndarray) -> int:
+    """Where the first element lies in the array's span (layouts with equal shapes and strides
+    can still differ there: a reversed view starts at its end)."""
+    if a.size == 0:
+        return 0
+    from numpy.lib.array_utils import byte_bounds
+
+    return int(a.__array_interface__["data"][0] - byte_bounds(a)[0])
+
+
+def _segments(layouts: Sequence[CallLayout]) -> list[tuple[int, int]]:
+    """[start, end) runs of calls with the same layout."""
+    out: list[tuple[int, int]] = []
+    for i, layout in enumerate(layouts):
+        if out and layouts[out[-1][0]] == layout:
+            out[-1] = (out[-1][0], i + 1)
+        else:
+            out.append((i, i + 1))
+    return out
+
+
+def _grow_pipe(fd: int, size: int) -> None:
+    """Room for `size` bytes in a pipe, so that a worker's write of an output frame does not
+    wait for the judge (each wait is two context switches on the shared CPU, timed)."""
+    f_setpipe_sz = 1031
+    for want in (size, 1 << 20):
+        try:
+            fcntl.fcntl(fd, f_setpipe_sz, max(want, 1 << 16))
+            return
+        except OSError:
+            continue
 
 
 class WorkerError(Exception):
@@ -114,10 +190,14 @@ class WorkerClient:
         protect: Sequence[Path] = (),
         prefix: Sequence[str] = (),
         arena_bytes: tuple[int, int] | None = None,
+        cpus: Sequence[int] | None = None,
+        reply_pipe_bytes: int | None = None,
     ) -> None:
         """`protect`: paths the candidate must not read (the task package), hidden where the
         machine allows and watched by the worker's guard. `arena_bytes`: sizes of the input
-        and output areas for `call` (None: a worker that only counts instructions)."""
+        and output areas for `call` (None: a worker that only counts instructions). `cpus`:
+        where it may run (a timed worker: its pair's CPU, held by a cpuset where possible).
+        `reply_pipe_bytes`: room for one output frame of `run_calls` in the reply pipe."""
         self.workdir = workdir
         self.limits = limits
         self.log_path = log_path
@@ -131,7 +211,11 @@ class WorkerClient:
             hide=self.protect,
             needed=[WORKER_SCRIPT.parent],
             scratch_mb=max(16, limits.file_size_mb),
+            cpus=cpus,
         )
+        self.reply_pipe_bytes = reply_pipe_bytes
+        self.reads_memory = False  # outputs of runs read from the worker's memory (see hello)
+        self.bound: dict[int, Any] = {}  # template -> the layout it was bound with
         self._to_worker = self._from_worker = -1
         self._ids = itertools.count(1)
         self.proc: Any = None
@@ -145,6 +229,8 @@ class WorkerClient:
     def start(self) -> None:
         judge_r, worker_w = os.pipe()
         worker_r, judge_w = os.pipe()
+        if self.reply_pipe_bytes:
+            _grow_pipe(judge_r, self.reply_pipe_bytes)
         argv = [sys.executable, "-I", str(WORKER_SCRIPT), str(worker_r), str(worker_w)]
         extra: list[int] = []
         if self.arena_bytes is not None:
@@ -273,6 +359,182 @@ class WorkerClient:
             last.cpu_ns += cpu_end - cpu_mark
         return results
 
+    def bind_request(
+        self,
+        template: int,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        timeout: float,
+        null_output: tuple[tuple[int, ...], str] | None = None,
+    ) -> dict[str, Any]:
+        """Describe calls shaped like `args`/`kwargs` to the worker as `template` (see
+        `worker/_run`), untimed: the worker runs only while it answers. Only layouts cross,
+        no values. `null_output`: (shape, dtype) the null arm's function returns."""
+        self.thaw()
+        try:
+            return self._bind(template, args, kwargs, timeout, null_output)
+        finally:
+            self.freeze()
+
+    def _bind(
+        self,
+        template: int,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        timeout: float,
+        null_output: tuple[tuple[int, ...], str] | None = None,
+    ) -> dict[str, Any]:
+        assert self.inputs is not None
+        layout = call_layout(list(args), kwargs)
+        wargs, wkwargs, _ = self.inputs.place(list(args), kwargs, write=False)
+        msg: dict[str, Any] = {
+            "op": "bind",
+            "template": template,
+            "args": wargs,
+            "kwargs": wkwargs,
+            "scalars": [[w, k, kind] for w, k, kind in layout.scalars],
+        }
+        msg["in_memory"] = self.reads_memory
+        if null_output is not None:
+            msg["null_output"] = {"shape": list(null_output[0]), "dtype": null_output[1]}
+        reply = self._exchange(msg, timeout)
+        if reply.get("ok"):
+            self.bound[template] = layout
+        return reply
+
+    def run_calls(
+        self,
+        template: int,
+        calls: Sequence[tuple[Sequence[Any], dict[str, Any]]],
+        timeout: Callable[[], float],
+        max_output_bytes: int,
+    ) -> list[CallResult]:
+        """Calls of one bound template in a row, thawed from the first go frame to the last
+        output; the windows tile like `call_run`'s (every cycle of the worker's tree during
+        the run is charged to one of its calls, and the run's total is exact).
+
+        Per call: the judge writes the inputs, then the go frame; the worker answers with the
+        output's bytes, which are what is judged (read at the answer, so nothing the candidate
+        does later changes them). A call whose layout differs from the bound one is bound
+        again first, inside the run (its cost is timed, as in every arm). The run stops at
+        the first call that did not deliver a plain array (its result says why).
+        Raises WorkerError like `request`."""
+        if self.inputs is None:
+            raise RuntimeError("this worker has no input area (arena_bytes)")
+        self.freeze()
+        results: list[CallResult] = []
+        cpu_mark = self.sandbox.cpu_ns()
+        wall_mark = time.perf_counter_ns()
+        self.thaw()
+        try:
+            segments = _segments([call_layout(list(a), k) for a, k in calls])
+            for start, end in segments:
+                layout = call_layout(list(calls[start][0]), calls[start][1])
+                if self.bound.get(template) != layout:
+                    reply = self._bind(template, calls[start][0], calls[start][1], timeout())
+                    if not reply.get("ok"):
+                        raise WorkerError("protocol_violation", f"bind refused: {reply}")
+                for i in range(start, end):
+                    args, kwargs = calls[i]
+                    arrays = [a for a in [*args, *kwargs.values()] if isinstance(a, np.ndarray)]
+                    _, _, placed = self.inputs.place(list(args), kwargs)
+                    scalars = [float(v) for v in layout.values(list(args), kwargs)]
+                    go = run.go_frame(i - start, end - start, template, scalars)
+                    t_go = time.perf_counter_ns()
+                    reply, output, t_answer = self._run_answer(
+                        go, i - start, timeout(), max_output_bytes
+                    )
+                    changed = self.inputs.intact(placed, arrays)
+                    cpu_now, wall_now = self.sandbox.cpu_ns(), time.perf_counter_ns()
+                    cpu = None if cpu_mark is None or cpu_now is None else cpu_now - cpu_mark
+                    tile = wall_now - wall_mark
+                    results.append(CallResult(reply, output, tile, cpu, changed, t_answer - t_go))
+                    cpu_mark, wall_mark = cpu_now, wall_now
+                    if output is None:
+                        return results
+        finally:
+            self.freeze()
+            cpu_end = self.sandbox.cpu_ns()
+            last = results[-1] if results else None
+            if last is not None and last.cpu_ns is not None and cpu_end is not None:
+                assert cpu_mark is not None
+                last.cpu_ns += cpu_end - cpu_mark
+        return results
+
+    def _can_read_memory(self, probe: Any) -> bool:
+        """Whether this judge can read the worker's memory (the hello reply names bytes, written
+        before any candidate code existed, and where they are)."""
+        pid = self.sandbox.worker_pid
+        if pid is None or not isinstance(probe, dict):
+            return False
+        address, want = probe.get("address"), probe.get("hex")
+        if type(address) is not int or not isinstance(want, str) or len(want) > 256:
+            return False
+        got = np.zeros(len(want) // 2, dtype=np.uint8)
+        try:
+            process_vm_read(pid, address, got.__array_interface__["data"][0], got.nbytes)
+        except OSError:
+            return False
+        return got.tobytes().hex() == want
+
+    def _run_answer(
+        self, go: bytes, index: int, timeout: float, max_bytes: int
+    ) -> tuple[dict[str, Any], np.ndarray | None, int]:
+        """Send one go frame and read the output frame it releases (hostile input: anything
+        malformed is a protocol_violation, bounded in time and memory)."""
+        deadline = time.monotonic() + timeout
+        fd = self._from_worker
+        try:
+            wire._write_all(self._to_worker, go)
+            self._await_reply(deadline)
+            head = bytearray(run.OUT.size)
+            wire._read_into(fd, memoryview(head), deadline)
+            answered = time.perf_counter_ns()
+            magic, idx, nbytes, address, status, ndim, flags, dt = run.OUT.unpack(head)
+            in_memory = status == run.STATUS_IN_MEMORY
+            if magic != run.OUT_MAGIC or idx != index or ndim > run.MAX_NDIM:
+                raise wire.WireError("malformed output frame header")
+            if status > 2 or in_memory != (self.reads_memory and status != run.STATUS_FRAME):
+                raise wire.WireError("an output frame of the wrong kind")
+            raw_shape = bytearray(8 * ndim)
+            wire._read_into(fd, memoryview(raw_shape), deadline)
+            shape = run.SHAPES[ndim].unpack(raw_shape)
+            if status == run.STATUS_FRAME:
+                reply = wire.recv(fd, timeout=max(deadline - time.monotonic(), 1e-3))
+                if not isinstance(reply, dict):
+                    raise wire.WireError("reply is not an object")
+                return reply, None, answered
+            dtype = wire._DTYPES.get(dt.rstrip(b"\0").decode("ascii", "replace"))
+            count = math.prod(shape) if all(d >= 0 for d in shape) else -1
+            if dtype is None or count < 0 or nbytes != count * dtype.itemsize:
+                raise wire.WireError("output frame: shape, dtype and size disagree")
+            desc = {"shape": list(shape), "dtype": dtype.str, "nbytes": nbytes}
+            reply = {"ok": True, "aliases": bool(flags & run.FLAG_ALIASES), "lazy": None}
+            if nbytes > max_bytes:  # never read: the arm is rejected and the worker closed
+                return {**reply, "output": {**desc, "too_large": True}}, None, answered
+            data = np.empty(nbytes, dtype=np.uint8)
+            if nbytes and in_memory:
+                pid = self.sandbox.worker_pid
+                assert pid is not None
+                try:
+                    process_vm_read(pid, address, data.__array_interface__["data"][0], nbytes)
+                except OSError as e:
+                    raise wire.WireError(
+                        f"the output at {address:#x} cannot be read: {e}"
+                    ) from None
+            elif nbytes:
+                wire._read_into(fd, data.data, deadline)
+        except wire.WireTimeout:
+            self.close(graceful=False)
+            raise WorkerError("timeout", f"no answer within {timeout:.1f} s") from None
+        except (wire.WireClosed, BrokenPipeError):
+            code, detail = self._crash_detail()
+            raise WorkerError(code, detail) from None
+        except wire.WireError as e:
+            self.close(graceful=False)
+            raise WorkerError("protocol_violation", str(e)) from None
+        return {**reply, "output": desc}, data.view(dtype).reshape(shape), answered
+
     def guard_config(self) -> dict[str, Any]:
         """What the worker's guard protects: the task package and the judge's /proc entry."""
         protected = [[str(p), "oracle_access"] for p in self.protect]
@@ -300,6 +562,8 @@ class WorkerClient:
             msg = {**msg, **self.hello_extras()}
         self.thaw()
         reply = self._exchange(msg, timeout)
+        if msg.get("op") == "hello":
+            self.reads_memory = self._can_read_memory(reply.get("probe"))
         if self.inputs is not None:
             self.freeze()
         return reply

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from optarena.errors import TaskPackageError
 from optarena.judge._measure import Measurement, MeasurePlan, Outcome, Progress
-from optarena.judge._measure_pair import ArmFailure
+from optarena.judge._measure_pair import ArmFailure, copy_arm
 from optarena.judge._measure_report import OVERALL, summarize
 from optarena.judge._stats import Estimate
 from optarena.records import AAControl, Comparison, Instructions, Metrics
@@ -50,15 +50,6 @@ class SpeedResult:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def copy_arm(task: Task, source: Path, dest: Path) -> Path:
-    """A private copy of an arm's editable files (the candidate proper, nothing else)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for rel in task.editable_files(source):
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source / rel, dest / rel)
-    return dest
-
-
 def _phase(progress: Progress | None, name: str) -> Progress | None:
     if progress is None:
         return None
@@ -81,12 +72,11 @@ def compare_dirs(
     """Measure arm a against arm b under the task's protocol (overridden by `opts`)."""
     plan = MeasurePlan.from_task(task, opts.budget_s, opts.min_effect)
     root = work / f"s{stream}"
-    a = copy_arm(task, dirs[0], root / "a")
-    b = copy_arm(task, dirs[1], root / "b")
+    root.mkdir(parents=True, exist_ok=True)
     name = "A/A control" if stream == AA_STREAM else "speed"
     m = Measurement(
         task,
-        (a, b),
+        dirs,
         plan,
         opts.seed,
         stream,
