@@ -118,6 +118,21 @@ def _segments(layouts: Sequence[CallLayout]) -> list[tuple[int, int]]:
     return out
 
 
+def _input_mappings(pid: int) -> list[tuple[int, int]]:
+    """Address ranges where the worker mapped its input area, from the kernel's list of its
+    mappings (an output there aliases an input; the worker's own word is not needed)."""
+    out = []
+    try:
+        with open(f"/proc/{pid}/maps", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if "optarena-inputs" in line:
+                    lo, _, hi = line.split(" ", 1)[0].partition("-")
+                    out.append((int(lo, 16), int(hi, 16)))
+    except (OSError, ValueError):
+        pass
+    return out
+
+
 def _grow_pipe(fd: int, size: int) -> None:
     """Room for `size` bytes in a pipe, so that a worker's write of an output frame does not
     wait for the judge (each wait is two context switches on the shared CPU, timed)."""
@@ -215,6 +230,7 @@ class WorkerClient:
         )
         self.reply_pipe_bytes = reply_pipe_bytes
         self.reads_memory = False  # outputs of runs read from the worker's memory (see hello)
+        self.input_ranges: list[tuple[int, int]] = []  # where the input area is mapped there
         self.bound: dict[int, Any] = {}  # template -> the layout it was bound with
         self._to_worker = self._from_worker = -1
         self._ids = itertools.count(1)
@@ -432,6 +448,9 @@ class WorkerClient:
                 layout = call_layout(list(calls[start][0]), calls[start][1])
                 if self.bound.get(template) != layout:
                     reply = self._bind(template, calls[start][0], calls[start][1], timeout())
+                    if reply.get("violations"):  # the guard's findings end the run here
+                        results.append(CallResult({**reply, "ok": False}, None, 0, 0, None))
+                        return results
                     if not reply.get("ok"):
                         raise WorkerError("protocol_violation", f"bind refused: {reply}")
                 for i in range(start, end):
@@ -475,6 +494,7 @@ class WorkerClient:
             process_vm_read(pid, address, got.__array_interface__["data"][0], got.nbytes)
         except OSError:
             return False
+        self.input_ranges = _input_mappings(pid)
         return got.tobytes().hex() == want
 
     def _run_answer(
@@ -509,7 +529,11 @@ class WorkerClient:
             if dtype is None or count < 0 or nbytes != count * dtype.itemsize:
                 raise wire.WireError("output frame: shape, dtype and size disagree")
             desc = {"shape": list(shape), "dtype": dtype.str, "nbytes": nbytes}
-            reply = {"ok": True, "aliases": bool(flags & run.FLAG_ALIASES), "lazy": None}
+            aliases = bool(flags & run.FLAG_ALIASES) or (
+                in_memory
+                and any(lo < address + nbytes and address < hi for lo, hi in self.input_ranges)
+            )
+            reply = {"ok": True, "aliases": aliases, "lazy": None}
             if nbytes > max_bytes:  # never read: the arm is rejected and the worker closed
                 return {**reply, "output": {**desc, "too_large": True}}, None, answered
             data = np.empty(nbytes, dtype=np.uint8)

@@ -323,6 +323,8 @@ class PairSession:
                 )
             except WorkerError as e:
                 raise ArmFailure(arm, fail("timed_call", e.code, e.detail), w.name) from None
+            for finding in guard_findings(reply):
+                raise ArmFailure(arm, finding, w.name)
             if not reply.get("ok"):
                 detail = f"the worker refused the call layout: {reply.get('error')}"
                 raise ArmFailure(arm, fail("timed_call", "protocol_violation", detail), w.name)

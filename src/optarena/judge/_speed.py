@@ -8,7 +8,6 @@ stack, one of the layout biases a comparison must not carry.
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from pathlib import Path
 
 from optarena.errors import TaskPackageError
 from optarena.judge._measure import Measurement, MeasurePlan, Outcome, Progress
-from optarena.judge._measure_pair import ArmFailure, copy_arm
+from optarena.judge._measure_pair import ArmFailure
 from optarena.judge._measure_report import OVERALL, summarize
 from optarena.judge._stats import Estimate
 from optarena.records import AAControl, Comparison, Instructions, Metrics

@@ -91,7 +91,9 @@ class Guard:
         for name, code in WATCHED:
             mod = sys.modules.get(name)
             if mod is not None:
-                self.watch(name, code, vars(mod), callables_only=False)
+                # `time`: its functions only. `time.tzset()` rebinds tzname, timezone, altzone
+                # and daylight, which measure nothing: an honest call was clock_patched.
+                self.watch(name, code, vars(mod), callables_only=name == "time")
 
     def tampering(self) -> list[tuple[str, str]]:
         out = []
