@@ -311,3 +311,40 @@ def test_cold_caches_left_for_the_null_arm_earn_nothing(
 ) -> None:
     result = judge_source(timed_task, COLD_CACHES, JudgeOptions(budget_s=6.0))
     _never_improved(result, "cold caches")
+
+
+REACH = {
+    # the loop's objects through the collector: its Worker, pipes, input area, templates
+    "gc": "import gc\n_found = [o for o in gc.get_objects() if type(o).__name__ == 'Worker']\n",
+    # a frame of the worker loop itself, taken by depth
+    "frame": "import sys\n_f = sys._getframe(3)\n",
+    # every thread's frames, the loop's among them
+    "threads": "import sys\n_f = sys._current_frames()\n",
+}
+
+
+@pytest.mark.parametrize("how", sorted(REACH))
+def test_reaching_for_the_worker_loops_objects_is_named(
+    how: str, timed_task: Task, judge_source: JudgeFn
+) -> None:
+    source = (
+        REACH[how] + f"import numpy as np\ndef rmsnorm(x, weight, *, eps):\n    return {BASE}\n"
+    )
+    result = judge_source(timed_task, source)
+    assert result.verdict == "rejected"
+    assert "worker_tampered" in result.reason_codes, result.reasons
+
+
+def test_an_honest_look_at_its_own_frame_is_fine(timed_task: Task, judge_source: JudgeFn) -> None:
+    """`logging` and `warnings` take the caller's frame: the candidate's own, not the loop's."""
+    source = f"""
+import logging, sys, warnings
+import numpy as np
+logging.getLogger("cand").warning("loaded")
+def rmsnorm(x, weight, *, eps):
+    sys._getframe(0)
+    warnings.warn("a warning from the candidate", stacklevel=1)
+    return {BASE}
+"""
+    result = judge_source(timed_task, source)
+    assert result.verdict == "accepted", result.reasons

@@ -183,6 +183,7 @@ class Worker:
                 "worker": globals(),
                 "Worker": vars(Worker),
                 "wire": vars(wire),
+                "run": vars(run),
                 "native": vars(native),
                 "CEntry": vars(native.CEntry),
                 "CudaEntry": vars(native.CudaEntry),
