@@ -415,6 +415,9 @@ class PairSession:
             return min(self.call_timeout_s, limits[-1])
 
         calls = [(i.args, i.kwargs) for i in inputs]
+        for worker in self.workers.values():  # an idle worker that ran beside this slot
+            if worker.freeze_problem is not None:
+                raise PairDiscarded(f"an idle worker could not be frozen: {worker.freeze_problem}")
         try:
             results = self.workers[arm].run_calls(wi, calls, timeout, self.out_bytes)
         except WorkerError as e:
