@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import itertools
 import math
 import os
 import select
-import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -20,28 +18,22 @@ from typing import Any
 import numpy as np
 
 from optarena.judge._arena import InputArena, OutputArena
+from optarena.judge._layout import (
+    call_layout,
+    grow_pipe,
+    input_mappings,
+    output_dtype,
+    read_out_header,
+    segments,
+)
+from optarena.judge._worker_env import exit_reason, resource_limits, worker_env
 from optarena.judge.worker import _run as run
 from optarena.judge.worker import _wire as wire
-from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy
+from optarena.sandbox import Sandbox, SandboxPolicy
 from optarena.sandbox._linux import process_vm_read
 from optarena.tasks import WorkerLimits
 
 WORKER_SCRIPT = Path(__file__).resolve().parent / "worker" / "_loop.py"
-
-# Equal in every worker (both arms of a comparison): BLAS single-threaded, same allocator.
-WORKER_THREAD_ENV = {
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "NUMEXPR_NUM_THREADS": "1",
-    "MALLOC_ARENA_MAX": "1",
-    # Arrays up to 32 MiB come from the heap and freed memory is kept, not returned: a timed
-    # call then reuses warm pages instead of faulting in fresh ones (on a VM first-touch faults
-    # made calls several times slower and swamped the measurement).
-    "MALLOC_MMAP_THRESHOLD_": "33554432",
-    "MALLOC_TRIM_THRESHOLD_": "1073741824",
-}
-_PASSTHROUGH = ("PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "SYSTEMROOT")
 
 
 @dataclass
@@ -58,93 +50,6 @@ class CallResult:
     call_wall_ns: int | None = None  # `run_calls`: from the go frame to the answer only
 
 
-@dataclass(frozen=True)
-class CallLayout:
-    """What `bind` fixes about a call: its arrays' layout and the place and kind of every
-    numeric scalar (whose values vary per call and travel in the go frame); other arguments
-    are part of the layout. Calls with equal layouts share one bound template."""
-
-    arrays: tuple[Any, ...]
-    scalars: tuple[tuple[str, int | str, str], ...]
-    fixed: tuple[Any, ...]
-
-    def values(self, args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
-        return [args[k] if w == "a" else kwargs[k] for w, k, _ in self.scalars]  # type: ignore[index]
-
-
-def _scalar_kind(v: Any) -> str | None:
-    if isinstance(v, bool | np.bool_):
-        return "b"
-    if isinstance(v, int | np.integer) and abs(int(v)) <= 2**53:
-        return "i"
-    if isinstance(v, float | np.floating) and math.isfinite(float(v)):
-        return "f"
-    return None
-
-
-def call_layout(args: list[Any], kwargs: dict[str, Any]) -> CallLayout:
-    arrays: list[Any] = []
-    scalars: list[tuple[str, int | str, str]] = []
-    fixed: list[Any] = []
-    for where, items in (("a", list(enumerate(args))), ("k", list(kwargs.items()))):
-        for key, v in items:
-            if isinstance(v, np.ndarray):
-                arrays.append((where, key, v.shape, v.strides, v.dtype.str, _offset(v)))
-            elif (kind := _scalar_kind(v)) is not None:
-                scalars.append((where, key, kind))
-            else:
-                fixed.append((where, key, repr(v)))
-    return CallLayout(tuple(arrays), tuple(scalars), tuple(fixed))
-
-
-def _offset(a: np.ndarray) -> int:
-    """Where the first element lies in the array's span (layouts with equal shapes and strides
-    can still differ there: a reversed view starts at its end)."""
-    if a.size == 0:
-        return 0
-    from numpy.lib.array_utils import byte_bounds
-
-    return int(a.__array_interface__["data"][0] - byte_bounds(a)[0])
-
-
-def _segments(layouts: Sequence[CallLayout]) -> list[tuple[int, int]]:
-    """[start, end) runs of calls with the same layout."""
-    out: list[tuple[int, int]] = []
-    for i, layout in enumerate(layouts):
-        if out and layouts[out[-1][0]] == layout:
-            out[-1] = (out[-1][0], i + 1)
-        else:
-            out.append((i, i + 1))
-    return out
-
-
-def _input_mappings(pid: int) -> list[tuple[int, int]]:
-    """Address ranges where the worker mapped its input area, from the kernel's list of its
-    mappings (an output there aliases an input; the worker's own word is not needed)."""
-    out = []
-    try:
-        with open(f"/proc/{pid}/maps", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if "optarena-inputs" in line:
-                    lo, _, hi = line.split(" ", 1)[0].partition("-")
-                    out.append((int(lo, 16), int(hi, 16)))
-    except (OSError, ValueError):
-        pass
-    return out
-
-
-def _grow_pipe(fd: int, size: int) -> None:
-    """Room for `size` bytes in a pipe, so that a worker's write of an output frame does not
-    wait for the judge (each wait is two context switches on the shared CPU, timed)."""
-    f_setpipe_sz = 1031
-    for want in (size, 1 << 20):
-        try:
-            fcntl.fcntl(fd, f_setpipe_sz, max(want, 1 << 16))
-            return
-        except OSError:
-            continue
-
-
 class WorkerError(Exception):
     """The worker could not answer: `code` is `timeout`, `protocol_violation`, or how it ended
     (`aborted`, `cpu_limit`, `worker_crashed`; see `exit_reason`)."""
@@ -153,43 +58,6 @@ class WorkerError(Exception):
         self.code = code
         self.detail = detail
         super().__init__(f"{code}: {detail}")
-
-
-def worker_env(workdir: Path) -> dict[str, str]:
-    """A minimal environment: nothing of the judge's secrets or configuration leaks in."""
-    env = {k: os.environ[k] for k in _PASSTHROUGH if k in os.environ}
-    env.update(WORKER_THREAD_ENV)
-    env.update(
-        {
-            "HOME": str(workdir),
-            "TMPDIR": str(workdir),
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONHASHSEED": "0",
-        }
-    )
-    return env
-
-
-def resource_limits(limits: WorkerLimits) -> ResourceLimits:
-    return ResourceLimits(
-        address_space_mb=limits.memory_mb,
-        cpu_s=limits.cpu_s,
-        file_size_mb=limits.file_size_mb,
-        open_files=limits.open_files,
-        processes=limits.processes,
-    )
-
-
-def exit_reason(returncode: int | None) -> str:
-    """The reason code for a worker that stopped answering, from how it ended."""
-    if returncode is None or returncode >= 0:
-        return "worker_crashed"  # closed the pipe, or os._exit(): gone without a SystemExit
-    if returncode == -signal.SIGABRT:
-        return "aborted"
-    if returncode == -signal.SIGXCPU:
-        return "cpu_limit"
-    return "worker_crashed"
 
 
 class WorkerClient:
@@ -246,7 +114,7 @@ class WorkerClient:
         judge_r, worker_w = os.pipe()
         worker_r, judge_w = os.pipe()
         if self.reply_pipe_bytes:
-            _grow_pipe(judge_r, self.reply_pipe_bytes)
+            grow_pipe(judge_r, self.reply_pipe_bytes)
         argv = [sys.executable, "-I", str(WORKER_SCRIPT), str(worker_r), str(worker_w)]
         extra: list[int] = []
         if self.arena_bytes is not None:
@@ -327,54 +195,6 @@ class WorkerClient:
             input_changed=self.inputs.intact(placed, arrays),
         )
 
-    def call_run(
-        self,
-        calls: Sequence[tuple[Sequence[Any], dict[str, Any]]],
-        timeout: Callable[[], float],
-    ) -> list[CallResult]:
-        """Calls in a row with the worker thawed from the first request to the last reply.
-
-        Freezing and thawing around every call cost the worker more CPU than a small call
-        does (a frozen task is woken to freeze, and again to thaw) and diluted every ratio.
-        Here each call's input is still written only after the previous call has returned (no
-        look-ahead), but the per-call windows tile: each starts where the previous one ended,
-        on both clocks, and the CPU from the last reply until the worker is frozen again goes
-        to the last call. So every cycle any of the worker's threads or children spends in the
-        run is charged to some call of it, wherever it happened (a thread working on an input
-        the moment it appears, or finishing an output after the reply), and the run's total is
-        exact. Outputs are read at the reply, while the worker runs: what a thread writes into
-        the output area afterwards cannot change what was judged. `timeout()` gives each call's
-        limit (it may raise to stop the run). Raises WorkerError like `request`.
-        """
-        if self.inputs is None or self.outputs is None:
-            raise RuntimeError("this worker has no shared areas (arena_bytes)")
-        self.freeze()
-        results: list[CallResult] = []
-        cpu_mark = self.sandbox.cpu_ns()
-        wall_mark = time.perf_counter_ns()
-        self.thaw()
-        try:
-            for args, kwargs in calls:
-                arrays = [a for a in [*args, *kwargs.values()] if isinstance(a, np.ndarray)]
-                wargs, wkwargs, placed = self.inputs.place(list(args), kwargs)
-                reply = self._exchange({"op": "call", "args": wargs, "kwargs": wkwargs}, timeout())
-                output = None
-                if reply.get("ok") and isinstance(reply.get("output"), dict):
-                    output = self.outputs.read(reply["output"])
-                changed = self.inputs.intact(placed, arrays)
-                cpu_now, wall_now = self.sandbox.cpu_ns(), time.perf_counter_ns()
-                cpu = None if cpu_mark is None or cpu_now is None else cpu_now - cpu_mark
-                results.append(CallResult(reply, output, wall_now - wall_mark, cpu, changed))
-                cpu_mark, wall_mark = cpu_now, wall_now
-        finally:
-            self.freeze()
-        cpu_end = self.sandbox.cpu_ns()
-        last = results[-1] if results else None
-        if last is not None and last.cpu_ns is not None and cpu_end is not None:
-            assert cpu_mark is not None
-            last.cpu_ns += cpu_end - cpu_mark
-        return results
-
     def bind_request(
         self,
         template: int,
@@ -443,8 +263,8 @@ class WorkerClient:
         wall_mark = time.perf_counter_ns()
         self.thaw()
         try:
-            segments = _segments([call_layout(list(a), k) for a, k in calls])
-            for start, end in segments:
+            runs = segments([call_layout(list(a), k) for a, k in calls])
+            for start, end in runs:
                 layout = call_layout(list(calls[start][0]), calls[start][1])
                 if self.bound.get(template) != layout:
                     reply = self._bind(template, calls[start][0], calls[start][1], timeout())
@@ -494,70 +314,53 @@ class WorkerClient:
             process_vm_read(pid, address, got.__array_interface__["data"][0], got.nbytes)
         except OSError:
             return False
-        self.input_ranges = _input_mappings(pid)
+        self.input_ranges = input_mappings(pid)
         return got.tobytes().hex() == want
 
     def _run_answer(
         self, go: bytes, index: int, timeout: float, max_bytes: int
     ) -> tuple[dict[str, Any], np.ndarray | None, int]:
-        """Send one go frame and read the output frame it releases (hostile input: anything
-        malformed is a protocol_violation, bounded in time and memory)."""
+        """Send one go frame and read the output frame it releases, and when it got there
+        (hostile input: anything malformed is a protocol_violation, bounded in time and
+        memory). The output's bytes are read from the worker's memory, or from the pipe."""
         deadline = time.monotonic() + timeout
         fd = self._from_worker
-        try:
+        with self._worker_errors(timeout):
             wire._write_all(self._to_worker, go)
             self._await_reply(deadline)
             head = bytearray(run.OUT.size)
             wire._read_into(fd, memoryview(head), deadline)
             answered = time.perf_counter_ns()
-            magic, idx, nbytes, address, status, ndim, flags, dt = run.OUT.unpack(head)
-            in_memory = status == run.STATUS_IN_MEMORY
-            if magic != run.OUT_MAGIC or idx != index or ndim > run.MAX_NDIM:
-                raise wire.WireError("malformed output frame header")
-            if status > 2 or in_memory != (self.reads_memory and status != run.STATUS_FRAME):
-                raise wire.WireError("an output frame of the wrong kind")
-            raw_shape = bytearray(8 * ndim)
+            frame = read_out_header(head, index, self.reads_memory)
+            raw_shape = bytearray(8 * frame.ndim)
             wire._read_into(fd, memoryview(raw_shape), deadline)
-            shape = run.SHAPES[ndim].unpack(raw_shape)
-            if status == run.STATUS_FRAME:
+            shape = run.SHAPES[frame.ndim].unpack(raw_shape)
+            if frame.status == run.STATUS_FRAME:
                 reply = wire.recv(fd, timeout=max(deadline - time.monotonic(), 1e-3))
                 if not isinstance(reply, dict):
                     raise wire.WireError("reply is not an object")
                 return reply, None, answered
-            dtype = wire._DTYPES.get(dt.rstrip(b"\0").decode("ascii", "replace"))
-            count = math.prod(shape) if all(d >= 0 for d in shape) else -1
-            if dtype is None or count < 0 or nbytes != count * dtype.itemsize:
-                raise wire.WireError("output frame: shape, dtype and size disagree")
-            desc = {"shape": list(shape), "dtype": dtype.str, "nbytes": nbytes}
-            aliases = bool(flags & run.FLAG_ALIASES) or (
-                in_memory
-                and any(lo < address + nbytes and address < hi for lo, hi in self.input_ranges)
-            )
+            dtype = output_dtype(frame, shape)
+            desc = {"shape": list(shape), "dtype": dtype.str, "nbytes": frame.nbytes}
+            in_area = any(lo < frame.end and frame.address < hi for lo, hi in self.input_ranges)
+            aliases = frame.aliases or (frame.in_memory and in_area)
             reply = {"ok": True, "aliases": aliases, "lazy": None}
-            if nbytes > max_bytes:  # never read: the arm is rejected and the worker closed
+            if frame.nbytes > max_bytes:  # never read: the arm is rejected, the worker closed
                 return {**reply, "output": {**desc, "too_large": True}}, None, answered
-            data = np.empty(nbytes, dtype=np.uint8)
-            if nbytes and in_memory:
-                pid = self.sandbox.worker_pid
-                assert pid is not None
-                try:
-                    process_vm_read(pid, address, data.__array_interface__["data"][0], nbytes)
-                except OSError as e:
-                    raise wire.WireError(
-                        f"the output at {address:#x} cannot be read: {e}"
-                    ) from None
-            elif nbytes:
+            data = np.empty(frame.nbytes, dtype=np.uint8)
+            if frame.nbytes and frame.in_memory:
+                self._read_memory(frame.address, data)
+            elif frame.nbytes:
                 wire._read_into(fd, data.data, deadline)
-        except wire.WireTimeout:
-            self.close(graceful=False)
-            raise WorkerError("timeout", f"no answer within {timeout:.1f} s") from None
-        except (wire.WireClosed, BrokenPipeError):
-            code, detail = self._crash_detail()
-            raise WorkerError(code, detail) from None
-        except wire.WireError as e:
-            self.close(graceful=False)
-            raise WorkerError("protocol_violation", str(e)) from None
         return {**reply, "output": desc}, data.view(dtype).reshape(shape), answered
+
+    def _read_memory(self, address: int, into: np.ndarray) -> None:
+        pid = self.sandbox.worker_pid
+        assert pid is not None
+        try:
+            process_vm_read(pid, address, into.__array_interface__["data"][0], into.nbytes)
+        except OSError as e:
+            raise wire.WireError(f"the output at {address:#x} cannot be read: {e}") from None
 
     def guard_config(self) -> dict[str, Any]:
         """What the worker's guard protects: the task package and the judge's /proc entry."""
@@ -594,20 +397,11 @@ class WorkerClient:
 
     def _exchange(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         msg = {**msg, "id": next(self._ids)}
-        try:
+        with self._worker_errors(timeout):
             wire.send(self._to_worker, msg)
             deadline = time.monotonic() + timeout
             self._await_reply(deadline)
             reply = wire.recv(self._from_worker, timeout=max(deadline - time.monotonic(), 1e-3))
-        except wire.WireTimeout:
-            self.close(graceful=False)
-            raise WorkerError("timeout", f"no answer within {timeout:.1f} s") from None
-        except (wire.WireClosed, BrokenPipeError):
-            code, detail = self._crash_detail()
-            raise WorkerError(code, detail) from None
-        except wire.WireError as e:
-            self.close(graceful=False)
-            raise WorkerError("protocol_violation", str(e)) from None
         if not isinstance(reply, dict):
             self.close(graceful=False)
             raise WorkerError("protocol_violation", "reply is not an object")
@@ -619,6 +413,22 @@ class WorkerClient:
                 "not written by the worker loop, e.g. forged by the candidate)",
             )
         return reply
+
+    @contextlib.contextmanager
+    def _worker_errors(self, timeout: float) -> Iterator[None]:
+        """A wire failure as the WorkerError it means (the worker is closed where it cannot
+        be trusted to answer again)."""
+        try:
+            yield
+        except wire.WireTimeout:
+            self.close(graceful=False)
+            raise WorkerError("timeout", f"no answer within {timeout:.1f} s") from None
+        except (wire.WireClosed, BrokenPipeError):
+            code, detail = self._crash_detail()
+            raise WorkerError(code, detail) from None
+        except wire.WireError as e:
+            self.close(graceful=False)
+            raise WorkerError("protocol_violation", str(e)) from None
 
     def _crash_detail(self) -> tuple[str, str]:
         code = None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from optarena.errors import OptarenaError
+from optarena.judge._arms import pair_dirs
 from optarena.judge._correctness import derive_seed
 from optarena.judge._integrity import ArmCalls, check_waiting
 from optarena.judge._measure_pair import (
@@ -26,7 +27,6 @@ from optarena.judge._measure_pair import (
     PairPlan,
     PairRecord,
     PairSession,
-    pair_dirs,
 )
 from optarena.judge._measure_report import OVERALL, Report
 from optarena.judge._stats import Estimate, decided, estimate, log_threshold, mean_rows
