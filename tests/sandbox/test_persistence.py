@@ -505,3 +505,35 @@ def test_helper_processes_are_not_strays(tmp_path: Path) -> None:
         assert proc.wait(timeout=20) == -24  # a signal death stays a signal death
     finally:
         crash.close()
+
+
+def _nest(root: Path, name: str, depth: int) -> None:
+    """`depth` directories one in another (past PATH_MAX: made through descriptors)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        os.mkdir(name, dir_fd=fd)
+        sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = sub
+    os.close(fd)
+
+
+def test_the_sweep_survives_a_tree_nested_past_the_recursion_limit(tmp_path: Path) -> None:
+    """Anyone may nest directories in /tmp deeper than Python recurses: the sweep of a lease's
+    leftovers walked them with os.fwalk and raised RecursionError, so the uid's files stayed.
+    Now it removes the uid's own deep tree too, and leaves the other owner's alone."""
+    from optarena.sandbox._leftovers import remove_files_of
+
+    uid = 1_999_999
+    theirs, mine = tmp_path / "theirs", tmp_path / "mine"
+    theirs.mkdir()
+    mine.mkdir()
+    _nest(theirs, "d", 1500)
+    _nest(mine, "m", 1500)
+    os.lchown(mine, uid, uid)  # its own directory: removed whole, however deep
+    (theirs / "f").write_text("x")
+    os.lchown(theirs / "f", uid, uid)
+    removed = remove_files_of(uid, [str(tmp_path)])
+    assert not mine.exists() and not (theirs / "f").exists()
+    assert theirs.exists() and sorted(removed) == sorted([str(mine), str(theirs / "f")])
+    subprocess.run(["rm", "-rf", str(theirs)], check=True)

@@ -20,11 +20,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# 2: judge-side clocks (cgroup CPU, request wall), no warm-up slot call; 3: `kind`
-METRICS_SCHEMA_VERSION = 3
+# 2: judge-side clocks (cgroup CPU, request wall), no warm-up slot call; 3: `kind`;
+# 4: runs of go frames, the null arm's cost subtracted, per-call wall from go to answer
+METRICS_SCHEMA_VERSION = 4
 EXTERNAL_METRICS_VERSION = 2  # 2: the OS check (os_check), the low scale's runs
 
-StopReason = Literal["decided", "precise", "budget", "max_pairs", "deadline"]
+StopReason = Literal["decided", "precise", "budget", "max_pairs", "deadline", "discarded"]
 Clock = Literal["cpu", "wall"]
 VerdictName = Literal["improved", "regressed", "no_difference", "inconclusive"]
 
@@ -54,6 +55,11 @@ class Protocol(_Model):
     bootstrap_seed: int = Field(description="seed of the bootstrap, for recomputation")
     stream: int = Field(description="input stream under the judgement seed (0 main, 1 A/A)")
     cpus: list[int | None] = Field(description="the CPU both arms of each pair were pinned to")
+    null_arm: bool = Field(
+        default=False,
+        description="each pair also ran the judge's null function (the protocol's own cost per "
+        "call), subtracted from both arms before their ratio (false in records before v4)",
+    )
 
 
 class PairSamples(_Model):
@@ -69,6 +75,16 @@ class PairSamples(_Model):
     b_ns: list[int] = Field(description="arm b, judge's wall time of every counted call (ns)")
     a_cpu_ns: list[int] = Field(description="arm a, cgroup CPU time of each call (ns); [] if none")
     b_cpu_ns: list[int] = Field(description="arm b, cgroup CPU time of each call (ns); [] if none")
+    n_ns: list[int] = Field(default_factory=list, description="the null arm, wall time per call")
+    n_cpu_ns: list[int] = Field(
+        default_factory=list, description="the null arm, cgroup CPU time of each call (ns)"
+    )
+    a_call_ns: list[int] = Field(
+        default_factory=list,
+        description="arm a, wall time from go to answer of each call (the judge's own work "
+        "between calls left out: what the waiting check compares)",
+    )
+    b_call_ns: list[int] = Field(default_factory=list, description="arm b, as a_call_ns")
     round_log_ratios: list[float] = Field(
         description="per round: log(b / a) of the mean over all its calls, on the verdict clock"
     )
@@ -94,6 +110,11 @@ class WorkloadMetrics(_Model):
     summary: Summary
     median_a_ns: float = Field(description="median call time of arm a (verdict clock), all pairs")
     median_b_ns: float = Field(description="median call time of arm b (verdict clock), all pairs")
+    median_null_ns: float | None = Field(
+        default=None,
+        description="median call time of the null arm (verdict clock): the protocol's cost per "
+        "call, taken off both arms before their ratio; null without a null arm",
+    )
     pairs: list[PairSamples]
 
 
@@ -106,6 +127,9 @@ class Stop(_Model):
     samples: int = Field(description="timed calls over both arms and all workloads")
     budget_s: float
     used_s: float
+    discarded: list[str] = Field(
+        default_factory=list, description="pairs that ran but do not count, and why"
+    )
 
 
 class Integrity(_Model):

@@ -30,6 +30,7 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
 import unicodedata
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
@@ -426,6 +427,18 @@ def copy_entry(src: Path, dest: Path) -> None:
         shutil.copytree(src, dest, symlinks=True)
     else:
         shutil.copy2(src, dest, follow_symlinks=False)
+
+
+@contextlib.contextmanager
+def temporary_tree(prefix: str) -> Iterator[Path]:
+    """A private temporary directory for trees a candidate writes into, removed however deep
+    they nest (`tempfile.TemporaryDirectory` removes with `shutil.rmtree`, which raised
+    RecursionError on a candidate's 3,000-deep directory and left the judge's files behind)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        remove_tree(path)
 
 
 def remove_tree(path: Path) -> None:
