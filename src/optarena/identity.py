@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import platform
+import stat
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -35,8 +36,17 @@ def tree_files(root: Path) -> list[str]:
     return sorted(
         p.relative_to(root).as_posix()
         for p in files
-        if p.suffix not in _SKIP_SUFFIXES and not p.is_symlink() and p.is_file()
+        if p.suffix not in _SKIP_SUFFIXES and _plain_file(p)
     )
+
+
+def _plain_file(p: Path) -> bool:
+    """A regular file, not a link; False for what cannot even be looked at (a path past
+    PATH_MAX in a tree nested thousands deep raised ENAMETOOLONG out of `is_file`)."""
+    try:
+        return stat.S_ISREG(os.lstat(p).st_mode)
+    except OSError:
+        return False
 
 
 def hash_files(root: Path, relpaths: Iterable[str]) -> str:

@@ -98,7 +98,8 @@ def test_interrupted_then_resumed_without_loss_or_duplicates(tmp_path: Path) -> 
     by_name = {s.name: s for s in c.conditions}
     assert by_name["plain"].accepted == 2 and by_name["wrong"].accepted == 0
     assert by_name["wrong"].effective_median == 1.0  # failures count as the baseline
-    assert by_name["plain"].cost_usd.value is None and by_name["plain"].cost_usd.unknown == 2
+    assert by_name["plain"].metered_cost_usd.value is None
+    assert by_name["plain"].metered_cost_usd.unknown == 2
     assert c.comparisons[0].correctness_diff == -1.0
     with Ledger.open(home) as led:
         for r in led.trials(limit=None):

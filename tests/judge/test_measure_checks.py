@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from optarena.judge._integrity import ArmCalls, check_waiting, waiting_ns
+from optarena.judge._integrity import ArmCalls, check_waiting, waiting_share
 from optarena.judge._measure import choose_clock
 from optarena.judge._measure_checks import (
     TimedInput,
@@ -35,16 +35,25 @@ def _arm(cpu_us: float, wait_us: float, pairs: int = 3, n: int = 8) -> list[ArmC
 
 def test_honest_arms_wait_alike() -> None:
     ref = _arm(cpu_us=1000, wait_us=40)
-    fast = _arm(cpu_us=500, wait_us=40)  # genuinely 2x faster
+    fast = _arm(cpu_us=500, wait_us=20)  # genuinely 2x faster
     assert check_waiting(fast, ref).passed and check_waiting(ref, fast).passed
-    assert waiting_ns(ref[0]) == pytest.approx(40 * US)
+    assert waiting_share(ref[0]) == pytest.approx(40 / 1043.5, rel=1e-3)
+
+
+def test_under_load_the_slower_arm_waits_longer_but_not_a_larger_share() -> None:
+    """A busy machine preempts per unit of time: a baseline 4x slower than an honest
+    candidate waits 4x longer per call. The absolute allowance read that as hidden work and
+    timed the comparison on the wall clock (a pthreads gemm read clock=wall at 0.24)."""
+    slow = _arm(cpu_us=2000, wait_us=400)
+    fast = _arm(cpu_us=500, wait_us=100)
+    assert check_waiting(slow, fast).passed and check_waiting(fast, slow).passed
 
 
 def test_an_arm_that_sleeps_is_timed_on_the_wall_clock() -> None:
     ref = _arm(cpu_us=1000, wait_us=40)
     sleeper = _arm(cpu_us=100, wait_us=2000)  # sleeps per call: little CPU, a long wait
     c = check_waiting(sleeper, ref)
-    assert not c.passed and c.excess_ns == pytest.approx(1960 * US)
+    assert not c.passed and c.excess_ns == pytest.approx(0.91e9, rel=0.01)  # 95% less 4%
     checks = [
         Integrity(arm="b", workload="w", clock="cpu", passed=c.passed, detail=c.detail,
                   excess_ns=c.excess_ns, allowed_ns=c.allowed_ns),
@@ -59,6 +68,16 @@ def test_waiting_in_only_one_pair_is_noise() -> None:
     sub = _arm(cpu_us=1000, wait_us=40)
     sub[1] = _arm(cpu_us=1000, wait_us=5000, pairs=1)[0]  # a busy moment in one pair
     assert check_waiting(sub, ref).passed
+
+
+def test_one_honest_pair_does_not_hide_the_others() -> None:
+    """The softirq attack played honest in its first pair (counted through a file): a rule
+    that needed the difference in every pair never fired."""
+    ref = _arm(cpu_us=1000, wait_us=40, pairs=6)
+    sub = _arm(cpu_us=300, wait_us=900, pairs=6)
+    sub[0] = ref[0]
+    c = check_waiting(sub, ref)
+    assert not c.passed and "5 of 6" in c.detail
 
 
 def test_no_cpu_accounting_means_wall_time() -> None:

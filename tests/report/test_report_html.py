@@ -29,8 +29,10 @@ def _row(i: int, cond: str, rep: int, verdict: str, speedup: float | None) -> Tr
         speedup=speedup,
         speed_verdict="improved" if speedup and speedup > 1.1 else "inconclusive",
         effective_speedup=speedup if verdict == "accepted" and speedup else 1.0,
-        tokens=1000 + 10 * i,
-        cost_usd=None if i == 0 else 0.01 * i,
+        metered_tokens=1000 + 10 * i,
+        metered_cost_usd=None if i == 0 else 0.01 * i,
+        reported_tokens=None,
+        reported_cost_usd=0.5,  # the agent's claim: shown apart, never as the metered cost
         agent_wall_s=5.0 + i,
         wall_s=20.0 + i,
         identity="same",
@@ -109,3 +111,19 @@ def test_rendered_by_headless_chromium_without_console_output(tmp_path: Path) ->
     assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(shot, ARTIFACTS / "experiment-report.png")
+
+
+def test_metered_and_agent_reported_costs_stay_in_their_own_labelled_columns() -> None:
+    """Every trial here reports $0.50 itself; the metered figures are what the tables and the
+    cost chart use, and the agents' claims have their own column, labelled as such."""
+    c = comparison()
+    md = render_markdown(c)
+    header = next(ln for ln in md.splitlines() if ln.startswith("| condition"))
+    assert "| metered cost USD | agent-reported cost USD (unchecked) |" in header
+    plain = next(ln for ln in md.splitlines() if ln.startswith("| plain |"))
+    cells = [x.strip() for x in plain.split("|")]
+    metered, reported = cells[header.split("|").index(" metered cost USD ")], cells[-4]
+    assert metered == "0.0600 (+1 unknown)"  # trials 2 and 4; trial 0 unknown, never 0
+    assert reported == "1.5000"
+    html = render_html(c)
+    assert "metered cost USD" in html and "agent-reported cost USD (unchecked)" in html

@@ -91,12 +91,14 @@ def test_layout_prefers_v1_controllers_and_the_v2_freezer() -> None:
     v2 = Hierarchy(2, Path("/c/unified"), frozenset())
     layout = plan_layout([v2, v1, v1f])
     assert layout.chosen == {"cpu": v1, "freezer": v2}  # v2's freezer: no static-key flips
-    assert set(layout.why_not) == {"pids", "memory"}
+    assert set(layout.why_not) == {"pids", "memory", "cpuset"}
     assert plan_layout([v1, v1f]).chosen == {"cpu": v1, "freezer": v1f}
     only_v2 = plan_layout([v2])
     assert only_v2.chosen == {"cpu": v2, "freezer": v2}
     with_ctrl = plan_layout([Hierarchy(2, Path("/c"), frozenset({"pids", "memory"}))])
     assert set(with_ctrl.chosen) == {"pids", "cpu", "freezer", "memory"}
+    cpuset = Hierarchy(1, Path("/c/cpuset"), frozenset({"cpuset"}))
+    assert plan_layout([v1, cpuset]).chosen["cpuset"] == cpuset
     assert layout.only(["cpu"]).chosen == {"cpu": v1}
 
 
@@ -340,7 +342,8 @@ def test_cgroups_of_dead_judges_are_swept_in_every_hierarchy(tmp_path: Path) -> 
 
     dead = subprocess.Popen(["true"])
     dead.wait()
-    bases = [h.base for h in LAYOUT.hierarchies()]
+    # A cpuset cgroup takes a task only once configured: joining is what this test needs.
+    bases = [h.base for f, h in LAYOUT.chosen.items() if f != "cpuset"]
     stale = [b / f"optarena-{dead.pid}-deadbeef" for b in bases]
     mine = [b / f"optarena-{os.getpid()}-cafef00d" for b in bases]
     for d in (*stale, *mine):

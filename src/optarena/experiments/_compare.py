@@ -28,16 +28,14 @@ from optarena.records import (
     Total,
     TreatmentComparison,
     TrialRow,
+    Usage,
 )
 
 
 def trial_row(r: TrialRecord) -> TrialRow:
     accepted = r.verdict == "accepted" and r.metrics is not None
     speedup = r.metrics.overall.speedup if accepted and r.metrics is not None else None
-    usage = r.metered_usage or r.usage
-    tokens = None
-    if usage.input_tokens is not None and usage.output_tokens is not None:
-        tokens = usage.input_tokens + usage.output_tokens
+    metered = r.metered_usage
     runtime = (r.runtime or {}).get("sha256", "")
     wall = sum(r.phases_s.values()) if r.phases_s else None
     return TrialRow(
@@ -50,12 +48,21 @@ def trial_row(r: TrialRecord) -> TrialRow:
         speedup=speedup,
         speed_verdict=r.metrics.verdict if accepted and r.metrics is not None else None,
         effective_speedup=effective_speedup(r.verdict == "accepted", speedup),
-        tokens=tokens,
-        cost_usd=usage.cost_usd,
+        metered_tokens=_in_out(metered),
+        metered_cost_usd=metered.cost_usd if metered else None,
+        reported_tokens=_in_out(r.usage),
+        reported_cost_usd=r.usage.cost_usd,
         agent_wall_s=r.agent_wall_s,
         wall_s=wall,
         identity=f"{r.task.sha256[:12]}/{r.judge_sha256[:12]}/{str(runtime)[:12]}",
     )
+
+
+def _in_out(u: Usage | None) -> int | None:
+    """Input + output tokens; None when either is unknown or nothing was measured."""
+    if u is None or u.input_tokens is None or u.output_tokens is None:
+        return None
+    return u.input_tokens + u.output_tokens
 
 
 def _total(values: list[float | int | None]) -> Total:
@@ -73,7 +80,7 @@ def summarize_condition(name: str, rows: list[TrialRow], seed: int) -> Condition
     improved = [r for r in accepted if r.speed_verdict == "improved"]
     speedups = [r.speedup for r in accepted if r.speedup is not None]
     eff = [r.effective_speedup for r in rows]
-    cost = _total([r.cost_usd for r in rows])
+    cost = _total([r.metered_cost_usd for r in rows])
     log_gain = sum(math.log(e) for e in eff)
     known_cost = cost.value if cost.unknown == 0 else None
     return ConditionSummary(
@@ -91,8 +98,10 @@ def summarize_condition(name: str, rows: list[TrialRow], seed: int) -> Condition
         effective_median=median(eff) if eff else None,
         effective_ci=_ci(bootstrap_ci(eff, seed=seed)),
         best_of_k=_best_of_k(rows),
-        tokens=_total([r.tokens for r in rows]),
-        cost_usd=cost,
+        metered_tokens=_total([r.metered_tokens for r in rows]),
+        metered_cost_usd=cost,
+        reported_tokens=_total([r.reported_tokens for r in rows]),
+        reported_cost_usd=_total([r.reported_cost_usd for r in rows]),
         agent_wall_s=_total([r.agent_wall_s for r in rows]),
         wall_s=_total([r.wall_s for r in rows]),
         cost_per_accepted=known_cost / len(accepted)

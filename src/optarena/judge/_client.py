@@ -7,10 +7,9 @@ import itertools
 import math
 import os
 import select
-import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -19,26 +18,22 @@ from typing import Any
 import numpy as np
 
 from optarena.judge._arena import InputArena, OutputArena
+from optarena.judge._layout import (
+    call_layout,
+    grow_pipe,
+    input_mappings,
+    output_dtype,
+    read_out_header,
+    segments,
+)
+from optarena.judge._worker_env import exit_reason, resource_limits, worker_env
+from optarena.judge.worker import _run as run
 from optarena.judge.worker import _wire as wire
-from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy
+from optarena.sandbox import Sandbox, SandboxPolicy
+from optarena.sandbox._linux import process_vm_read
 from optarena.tasks import WorkerLimits
 
 WORKER_SCRIPT = Path(__file__).resolve().parent / "worker" / "_loop.py"
-
-# Equal in every worker (both arms of a comparison): BLAS single-threaded, same allocator.
-WORKER_THREAD_ENV = {
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "NUMEXPR_NUM_THREADS": "1",
-    "MALLOC_ARENA_MAX": "1",
-    # Arrays up to 32 MiB come from the heap and freed memory is kept, not returned: a timed
-    # call then reuses warm pages instead of faulting in fresh ones (on a VM first-touch faults
-    # made calls several times slower and swamped the measurement).
-    "MALLOC_MMAP_THRESHOLD_": "33554432",
-    "MALLOC_TRIM_THRESHOLD_": "1073741824",
-}
-_PASSTHROUGH = ("PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "SYSTEMROOT")
 
 
 @dataclass
@@ -52,6 +47,7 @@ class CallResult:
     wall_ns: int
     cpu_ns: int | None
     input_changed: int | None
+    call_wall_ns: int | None = None  # `run_calls`: from the go frame to the answer only
 
 
 class WorkerError(Exception):
@@ -62,43 +58,6 @@ class WorkerError(Exception):
         self.code = code
         self.detail = detail
         super().__init__(f"{code}: {detail}")
-
-
-def worker_env(workdir: Path) -> dict[str, str]:
-    """A minimal environment: nothing of the judge's secrets or configuration leaks in."""
-    env = {k: os.environ[k] for k in _PASSTHROUGH if k in os.environ}
-    env.update(WORKER_THREAD_ENV)
-    env.update(
-        {
-            "HOME": str(workdir),
-            "TMPDIR": str(workdir),
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONHASHSEED": "0",
-        }
-    )
-    return env
-
-
-def resource_limits(limits: WorkerLimits) -> ResourceLimits:
-    return ResourceLimits(
-        address_space_mb=limits.memory_mb,
-        cpu_s=limits.cpu_s,
-        file_size_mb=limits.file_size_mb,
-        open_files=limits.open_files,
-        processes=limits.processes,
-    )
-
-
-def exit_reason(returncode: int | None) -> str:
-    """The reason code for a worker that stopped answering, from how it ended."""
-    if returncode is None or returncode >= 0:
-        return "worker_crashed"  # closed the pipe, or os._exit(): gone without a SystemExit
-    if returncode == -signal.SIGABRT:
-        return "aborted"
-    if returncode == -signal.SIGXCPU:
-        return "cpu_limit"
-    return "worker_crashed"
 
 
 class WorkerClient:
@@ -114,10 +73,14 @@ class WorkerClient:
         protect: Sequence[Path] = (),
         prefix: Sequence[str] = (),
         arena_bytes: tuple[int, int] | None = None,
+        cpus: Sequence[int] | None = None,
+        reply_pipe_bytes: int | None = None,
     ) -> None:
         """`protect`: paths the candidate must not read (the task package), hidden where the
         machine allows and watched by the worker's guard. `arena_bytes`: sizes of the input
-        and output areas for `call` (None: a worker that only counts instructions)."""
+        and output areas for `call` (None: a worker that only counts instructions). `cpus`:
+        where it may run (a timed worker: its pair's CPU, held by a cpuset where possible).
+        `reply_pipe_bytes`: room for one output frame of `run_calls` in the reply pipe."""
         self.workdir = workdir
         self.limits = limits
         self.log_path = log_path
@@ -131,7 +94,12 @@ class WorkerClient:
             hide=self.protect,
             needed=[WORKER_SCRIPT.parent],
             scratch_mb=max(16, limits.file_size_mb),
+            cpus=cpus,
         )
+        self.reply_pipe_bytes = reply_pipe_bytes
+        self.reads_memory = False  # outputs of runs read from the worker's memory (see hello)
+        self.input_ranges: list[tuple[int, int]] = []  # where the input area is mapped there
+        self.bound: dict[int, Any] = {}  # template -> the layout it was bound with
         self._to_worker = self._from_worker = -1
         self._ids = itertools.count(1)
         self.proc: Any = None
@@ -145,6 +113,8 @@ class WorkerClient:
     def start(self) -> None:
         judge_r, worker_w = os.pipe()
         worker_r, judge_w = os.pipe()
+        if self.reply_pipe_bytes:
+            grow_pipe(judge_r, self.reply_pipe_bytes)
         argv = [sys.executable, "-I", str(WORKER_SCRIPT), str(worker_r), str(worker_w)]
         extra: list[int] = []
         if self.arena_bytes is not None:
@@ -225,53 +195,172 @@ class WorkerClient:
             input_changed=self.inputs.intact(placed, arrays),
         )
 
-    def call_run(
+    def bind_request(
         self,
+        template: int,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        timeout: float,
+        null_output: tuple[tuple[int, ...], str] | None = None,
+    ) -> dict[str, Any]:
+        """Describe calls shaped like `args`/`kwargs` to the worker as `template` (see
+        `worker/_run`), untimed: the worker runs only while it answers. Only layouts cross,
+        no values. `null_output`: (shape, dtype) the null arm's function returns."""
+        self.thaw()
+        try:
+            return self._bind(template, args, kwargs, timeout, null_output)
+        finally:
+            self.freeze()
+
+    def _bind(
+        self,
+        template: int,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        timeout: float,
+        null_output: tuple[tuple[int, ...], str] | None = None,
+    ) -> dict[str, Any]:
+        assert self.inputs is not None
+        layout = call_layout(list(args), kwargs)
+        wargs, wkwargs, _ = self.inputs.place(list(args), kwargs, write=False)
+        msg: dict[str, Any] = {
+            "op": "bind",
+            "template": template,
+            "args": wargs,
+            "kwargs": wkwargs,
+            "scalars": [[w, k, kind] for w, k, kind in layout.scalars],
+        }
+        msg["in_memory"] = self.reads_memory
+        if null_output is not None:
+            msg["null_output"] = {"shape": list(null_output[0]), "dtype": null_output[1]}
+        reply = self._exchange(msg, timeout)
+        if reply.get("ok"):
+            self.bound[template] = layout
+        return reply
+
+    def run_calls(
+        self,
+        template: int,
         calls: Sequence[tuple[Sequence[Any], dict[str, Any]]],
         timeout: Callable[[], float],
+        max_output_bytes: int,
     ) -> list[CallResult]:
-        """Calls in a row with the worker thawed from the first request to the last reply.
+        """Calls of one bound template in a row, thawed from the first go frame to the last
+        output; the windows tile like `call_run`'s (every cycle of the worker's tree during
+        the run is charged to one of its calls, and the run's total is exact).
 
-        Freezing and thawing around every call cost the worker more CPU than a small call
-        does (a frozen task is woken to freeze, and again to thaw) and diluted every ratio.
-        Here each call's input is still written only after the previous call has returned (no
-        look-ahead), but the per-call windows tile: each starts where the previous one ended,
-        on both clocks, and the CPU from the last reply until the worker is frozen again goes
-        to the last call. So every cycle any of the worker's threads or children spends in the
-        run is charged to some call of it, wherever it happened (a thread working on an input
-        the moment it appears, or finishing an output after the reply), and the run's total is
-        exact. Outputs are read at the reply, while the worker runs: what a thread writes into
-        the output area afterwards cannot change what was judged. `timeout()` gives each call's
-        limit (it may raise to stop the run). Raises WorkerError like `request`.
-        """
-        if self.inputs is None or self.outputs is None:
-            raise RuntimeError("this worker has no shared areas (arena_bytes)")
+        Per call: the judge writes the inputs, then the go frame; the worker answers with the
+        output's bytes, which are what is judged (read at the answer, so nothing the candidate
+        does later changes them). A call whose layout differs from the bound one is bound
+        again first, inside the run (its cost is timed, as in every arm). The run stops at
+        the first call that did not deliver a plain array (its result says why).
+        Raises WorkerError like `request`."""
+        if self.inputs is None:
+            raise RuntimeError("this worker has no input area (arena_bytes)")
         self.freeze()
         results: list[CallResult] = []
         cpu_mark = self.sandbox.cpu_ns()
         wall_mark = time.perf_counter_ns()
         self.thaw()
         try:
-            for args, kwargs in calls:
-                arrays = [a for a in [*args, *kwargs.values()] if isinstance(a, np.ndarray)]
-                wargs, wkwargs, placed = self.inputs.place(list(args), kwargs)
-                reply = self._exchange({"op": "call", "args": wargs, "kwargs": wkwargs}, timeout())
-                output = None
-                if reply.get("ok") and isinstance(reply.get("output"), dict):
-                    output = self.outputs.read(reply["output"])
-                changed = self.inputs.intact(placed, arrays)
-                cpu_now, wall_now = self.sandbox.cpu_ns(), time.perf_counter_ns()
-                cpu = None if cpu_mark is None or cpu_now is None else cpu_now - cpu_mark
-                results.append(CallResult(reply, output, wall_now - wall_mark, cpu, changed))
-                cpu_mark, wall_mark = cpu_now, wall_now
+            runs = segments([call_layout(list(a), k) for a, k in calls])
+            for start, end in runs:
+                layout = call_layout(list(calls[start][0]), calls[start][1])
+                if self.bound.get(template) != layout:
+                    reply = self._bind(template, calls[start][0], calls[start][1], timeout())
+                    if reply.get("violations"):  # the guard's findings end the run here
+                        results.append(CallResult({**reply, "ok": False}, None, 0, 0, None))
+                        return results
+                    if not reply.get("ok"):
+                        raise WorkerError("protocol_violation", f"bind refused: {reply}")
+                for i in range(start, end):
+                    args, kwargs = calls[i]
+                    arrays = [a for a in [*args, *kwargs.values()] if isinstance(a, np.ndarray)]
+                    _, _, placed = self.inputs.place(list(args), kwargs)
+                    scalars = [float(v) for v in layout.values(list(args), kwargs)]
+                    go = run.go_frame(i - start, end - start, template, scalars)
+                    t_go = time.perf_counter_ns()
+                    reply, output, t_answer = self._run_answer(
+                        go, i - start, timeout(), max_output_bytes
+                    )
+                    changed = self.inputs.intact(placed, arrays)
+                    cpu_now, wall_now = self.sandbox.cpu_ns(), time.perf_counter_ns()
+                    cpu = None if cpu_mark is None or cpu_now is None else cpu_now - cpu_mark
+                    tile = wall_now - wall_mark
+                    results.append(CallResult(reply, output, tile, cpu, changed, t_answer - t_go))
+                    cpu_mark, wall_mark = cpu_now, wall_now
+                    if output is None:
+                        return results
         finally:
             self.freeze()
-        cpu_end = self.sandbox.cpu_ns()
-        last = results[-1] if results else None
-        if last is not None and last.cpu_ns is not None and cpu_end is not None:
-            assert cpu_mark is not None
-            last.cpu_ns += cpu_end - cpu_mark
+            cpu_end = self.sandbox.cpu_ns()
+            last = results[-1] if results else None
+            if last is not None and last.cpu_ns is not None and cpu_end is not None:
+                assert cpu_mark is not None
+                last.cpu_ns += cpu_end - cpu_mark
         return results
+
+    def _can_read_memory(self, probe: Any) -> bool:
+        """Whether this judge can read the worker's memory (the hello reply names bytes, written
+        before any candidate code existed, and where they are)."""
+        pid = self.sandbox.worker_pid
+        if pid is None or not isinstance(probe, dict):
+            return False
+        address, want = probe.get("address"), probe.get("hex")
+        if type(address) is not int or not isinstance(want, str) or len(want) > 256:
+            return False
+        got = np.zeros(len(want) // 2, dtype=np.uint8)
+        try:
+            process_vm_read(pid, address, got.__array_interface__["data"][0], got.nbytes)
+        except OSError:
+            return False
+        self.input_ranges = input_mappings(pid)
+        return got.tobytes().hex() == want
+
+    def _run_answer(
+        self, go: bytes, index: int, timeout: float, max_bytes: int
+    ) -> tuple[dict[str, Any], np.ndarray | None, int]:
+        """Send one go frame and read the output frame it releases, and when it got there
+        (hostile input: anything malformed is a protocol_violation, bounded in time and
+        memory). The output's bytes are read from the worker's memory, or from the pipe."""
+        deadline = time.monotonic() + timeout
+        fd = self._from_worker
+        with self._worker_errors(timeout):
+            wire._write_all(self._to_worker, go)
+            self._await_reply(deadline)
+            head = bytearray(run.OUT.size)
+            wire._read_into(fd, memoryview(head), deadline)
+            answered = time.perf_counter_ns()
+            frame = read_out_header(head, index, self.reads_memory)
+            raw_shape = bytearray(8 * frame.ndim)
+            wire._read_into(fd, memoryview(raw_shape), deadline)
+            shape = run.SHAPES[frame.ndim].unpack(raw_shape)
+            if frame.status == run.STATUS_FRAME:
+                reply = wire.recv(fd, timeout=max(deadline - time.monotonic(), 1e-3))
+                if not isinstance(reply, dict):
+                    raise wire.WireError("reply is not an object")
+                return reply, None, answered
+            dtype = output_dtype(frame, shape)
+            desc = {"shape": list(shape), "dtype": dtype.str, "nbytes": frame.nbytes}
+            in_area = any(lo < frame.end and frame.address < hi for lo, hi in self.input_ranges)
+            aliases = frame.aliases or (frame.in_memory and in_area)
+            reply = {"ok": True, "aliases": aliases, "lazy": None}
+            if frame.nbytes > max_bytes:  # never read: the arm is rejected, the worker closed
+                return {**reply, "output": {**desc, "too_large": True}}, None, answered
+            data = np.empty(frame.nbytes, dtype=np.uint8)
+            if frame.nbytes and frame.in_memory:
+                self._read_memory(frame.address, data)
+            elif frame.nbytes:
+                wire._read_into(fd, data.data, deadline)
+        return {**reply, "output": desc}, data.view(dtype).reshape(shape), answered
+
+    def _read_memory(self, address: int, into: np.ndarray) -> None:
+        pid = self.sandbox.worker_pid
+        assert pid is not None
+        try:
+            process_vm_read(pid, address, into.__array_interface__["data"][0], into.nbytes)
+        except OSError as e:
+            raise wire.WireError(f"the output at {address:#x} cannot be read: {e}") from None
 
     def guard_config(self) -> dict[str, Any]:
         """What the worker's guard protects: the task package and the judge's /proc entry."""
@@ -300,26 +389,19 @@ class WorkerClient:
             msg = {**msg, **self.hello_extras()}
         self.thaw()
         reply = self._exchange(msg, timeout)
+        if msg.get("op") == "hello":
+            self.reads_memory = self._can_read_memory(reply.get("probe"))
         if self.inputs is not None:
             self.freeze()
         return reply
 
     def _exchange(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         msg = {**msg, "id": next(self._ids)}
-        try:
+        with self._worker_errors(timeout):
             wire.send(self._to_worker, msg)
             deadline = time.monotonic() + timeout
             self._await_reply(deadline)
             reply = wire.recv(self._from_worker, timeout=max(deadline - time.monotonic(), 1e-3))
-        except wire.WireTimeout:
-            self.close(graceful=False)
-            raise WorkerError("timeout", f"no answer within {timeout:.1f} s") from None
-        except (wire.WireClosed, BrokenPipeError):
-            code, detail = self._crash_detail()
-            raise WorkerError(code, detail) from None
-        except wire.WireError as e:
-            self.close(graceful=False)
-            raise WorkerError("protocol_violation", str(e)) from None
         if not isinstance(reply, dict):
             self.close(graceful=False)
             raise WorkerError("protocol_violation", "reply is not an object")
@@ -331,6 +413,22 @@ class WorkerClient:
                 "not written by the worker loop, e.g. forged by the candidate)",
             )
         return reply
+
+    @contextlib.contextmanager
+    def _worker_errors(self, timeout: float) -> Iterator[None]:
+        """A wire failure as the WorkerError it means (the worker is closed where it cannot
+        be trusted to answer again)."""
+        try:
+            yield
+        except wire.WireTimeout:
+            self.close(graceful=False)
+            raise WorkerError("timeout", f"no answer within {timeout:.1f} s") from None
+        except (wire.WireClosed, BrokenPipeError):
+            code, detail = self._crash_detail()
+            raise WorkerError(code, detail) from None
+        except wire.WireError as e:
+            self.close(graceful=False)
+            raise WorkerError("protocol_violation", str(e)) from None
 
     def _crash_detail(self) -> tuple[str, str]:
         code = None

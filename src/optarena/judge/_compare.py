@@ -8,7 +8,6 @@ against the OS, and either one going wrong while timed ends the comparison.
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from optarena.judge._judge import JudgeOptions, judge, new_seed
 from optarena.judge._result import TaskRef
 from optarena.judge._speed import MAIN_STREAM, SpeedOptions, apply_floor, compare_dirs, run_aa
 from optarena.records import AAControl, Comparison
+from optarena.sandbox._untrusted import temporary_tree
 from optarena.tasks import Task
 
 COMPARE_SCHEMA_VERSION = 1
@@ -94,7 +94,7 @@ def compare(
         return result
     opts = _opts(options, seed)
     labels = {"a": refs[0].path, "b": refs[1].path}
-    with tempfile.TemporaryDirectory(prefix="optarena-compare-") as tmp:
+    with temporary_tree("optarena-compare-") as tmp:
         t1 = time.monotonic()
         dirs = (Path(a_dir), Path(b_dir))
         main = compare_dirs(task, dirs, Path(tmp), MAIN_STREAM, opts, labels)
@@ -116,6 +116,6 @@ def compare(
 def aa_control(task: Task, budget_s: float | None = None, seed: int | None = None) -> AAControl:
     """The task's baseline against a copy of itself (task qualification, noise floors)."""
     opts = SpeedOptions(seed=new_seed() if seed is None else seed, budget_s=budget_s)
-    with tempfile.TemporaryDirectory(prefix="optarena-aa-") as tmp:
+    with temporary_tree("optarena-aa-") as tmp:
         _, control = run_aa(task, Path(tmp), opts)
     return control

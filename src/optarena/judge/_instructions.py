@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from optarena.judge._native import load_request
 from optarena.judge._stats import median
 from optarena.records import Instructions
 from optarena.sandbox import SandboxPolicy
+from optarena.sandbox._untrusted import temporary_tree
 from optarena.tasks import Task
 
 CALLS_PER_WORKLOAD = 3  # the first is a warm-up, the median of the rest is reported
@@ -119,7 +119,7 @@ def count_arms(
     if reason is not None:
         return Instructions(available=False, reason=reason)
     per_call: dict[str, dict[str, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="optarena-instr-") as tmp:
+    with temporary_tree("optarena-instr-") as tmp:
         for arm, src in zip(("a", "b"), dirs, strict=True):
             workdir = Path(tmp) / arm
             shutil.copytree(src, workdir, ignore=shutil.ignore_patterns("__pycache__"))

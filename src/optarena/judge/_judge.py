@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from optarena.judge._result import CandidateRef, Check, JudgeRef, JudgeResult, T
 from optarena.judge._seal import broken, judge_code_files, take_seal
 from optarena.judge._speed import SpeedOptions, SpeedResult, measure_candidate
 from optarena.sandbox import SandboxPolicy
+from optarena.sandbox._untrusted import temporary_tree
 from optarena.tasks import Task, unmet_requirements
 
 JUDGE_ERROR = "judge_error"  # reason code: the judge itself failed (see `judge`)
@@ -119,7 +119,7 @@ def _judge(
     code_files = judge_code_files()
     seal = take_seal(task, code_files)
     _ = task.oracle, task.generator  # imported before any candidate code runs
-    with tempfile.TemporaryDirectory(prefix="optarena-judge-") as tmp:
+    with temporary_tree("optarena-judge-") as tmp:
         private = Path(tmp) / "candidate"
         files = copy_candidate(task, candidate_dir, private)
         if task.spec.entry.file not in files:

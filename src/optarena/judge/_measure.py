@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from optarena.errors import OptarenaError
+from optarena.judge._arms import pair_dirs
 from optarena.judge._correctness import derive_seed
 from optarena.judge._integrity import ArmCalls, check_waiting
 from optarena.judge._measure_pair import (
     ARMS,
     ArmFailure,
     DeadlineReached,
+    PairDiscarded,
     PairPlan,
     PairRecord,
     PairSession,
@@ -30,6 +32,7 @@ from optarena.judge._measure_report import OVERALL, Report
 from optarena.judge._stats import Estimate, decided, estimate, log_threshold, mean_rows
 from optarena.records import Clock, Comparison, Integrity, Protocol, StopReason
 from optarena.sandbox import SandboxPolicy
+from optarena.sandbox._untrusted import remove_tree
 from optarena.tasks import Task
 
 Progress = Callable[[str, float], None]
@@ -127,6 +130,7 @@ class Measurement:
         self.boot_seed = derive_seed(seed, 0xB007, stream)
         self.cpus = _cpus()
         self.offset = derive_seed(seed, 0xC9, stream) % max(1, len(self.cpus))
+        self.discarded: list[str] = []  # why pairs that ran did not count
 
     def run(self, labels: dict[str, str]) -> Outcome:
         """Measure; a failure of either arm while timed ends it."""
@@ -146,7 +150,7 @@ class Measurement:
         estimates[OVERALL] = self._estimate(overall_log_ratios(pairs, self.workloads, clock))
         report = Report(self.plan, self.workloads, pairs, estimates, clock, note)
         comparison = report.comparison(
-            labels, reason, used, integrity, self._protocol(pairs), self.stream
+            labels, reason, used, self.discarded, integrity, self._protocol(pairs), self.stream
         )
         return Outcome(comparison=comparison, estimates=estimates)
 
@@ -181,12 +185,14 @@ class Measurement:
             if self.deadline is not None and now + max(per_pair, 1.0) > self.deadline:
                 return "deadline"
             self._tick(f"pair {len(pairs) + 1}", now - t0)
+            index = len(pairs) + len(self.discarded)
+            work = self.log_dir / f"p{index}"
             session = PairSession(
                 self.task,
-                self.dirs,
+                pair_dirs(self.task, self.dirs, work),
                 self._pair_plan(),
-                len(pairs),
-                self._cpu(len(pairs)),
+                index,
+                self._cpu(index),
                 self.log_dir,
                 limits.call_timeout_s,
                 self.policy,
@@ -195,6 +201,13 @@ class Measurement:
                 pairs.append(session.run())
             except DeadlineReached:
                 return "deadline"  # the unfinished pair does not count
+            except PairDiscarded as why:
+                self.discarded.append(str(why))
+                if len(self.discarded) > max(2, len(pairs)):
+                    return "discarded"
+                continue
+            finally:
+                remove_tree(work)
             if len(pairs) >= plan.min_pairs:
                 xs = overall_log_ratios(pairs, self.workloads, _interim_clock(pairs))
                 e = estimate(xs, plan.confidence, self.boot_seed, plan.min_pairs, _INTERIM)
@@ -228,6 +241,7 @@ class Measurement:
             bootstrap_seed=self.boot_seed,
             stream=self.stream,
             cpus=[pr.cpu for pr in pairs],
+            null_arm=True,
         )
 
 
@@ -241,7 +255,7 @@ def integrity_checks(pairs: Sequence[PairRecord], workloads: Sequence[str]) -> l
     out = []
     for w in workloads:
         calls = {
-            arm: [ArmCalls(p.workloads[w].wall[arm], p.workloads[w].cpu[arm]) for p in pairs]
+            arm: [ArmCalls(p.workloads[w].call[arm], p.workloads[w].cpu[arm]) for p in pairs]
             for arm in ARMS
         }
         for arm, other in (("a", "b"), ("b", "a")):

@@ -1,16 +1,24 @@
 """One process pair of a speed comparison: two fresh workers, identical inputs, ABBA/BAAB rounds.
 
 The judge orchestrates and times; the workers only compute (pyperf's split, with the clocks on
-the judge's side because the candidate shares the worker's process). Every call is one request:
+the judge's side because the candidate shares the worker's process). Every call is one go frame
+of a run (`WorkerClient.run_calls`, `worker/_run`):
 
-- its inputs are written into the worker's sealed input area while the worker is frozen, so no
-  input exists in the candidate's process before the previous call returned (no look-ahead);
+- its inputs are written into the worker's sealed input area only after the previous call
+  answered, so no input exists in the candidate's process before then (no look-ahead);
 - the judge reads the kernel's CPU count of the worker's cgroup (all threads, exited threads and
-  children) before thawing it and after freezing it again, and its own clock from request to
-  reply: neither can be edited from inside the candidate's process;
-- the arm not being called is frozen the whole time, so it cannot slow the other arm down;
+  children) at every answer, in windows that tile the run, and its own clock from go to answer:
+  neither can be edited from inside the candidate's process;
+- the arms not being run are frozen the whole time, so they cannot slow the running one down;
+- a third worker, the *null arm*, runs the same call path with the judge's null function (it
+  returns a ready output of the right shape): its cost per call is the protocol's own, the same
+  in both arms, and is subtracted from both before their ratio is taken (with its noise carried
+  into the interval: each pair subtracts its own null), so the ratio is that of the candidate's
+  work, not of work plus protocol;
 - every call counts, warm-up calls aside, and every output, warm-up and timed, is checked
-  against the float64 oracle once both arms have answered its input.
+  against the float64 oracle once both arms have answered its input;
+- each pair runs from fresh copies of the arms' files, pinned by a cpuset to its CPU, under the
+  sandbox's seccomp filter, and ends with each arm's guard report (its namespaces compared).
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task, Workload
 
 ARMS = ("a", "b")
+NULL = "n"  # the null arm: the protocol's cost per call, subtracted from both arms
 CLOCKS = ("cpu", "wall")
 SLOT_TARGET_NS = 2_000_000  # short calls get more calls per slot, up to about this much work
 MAX_SLOT_CALLS = 32
@@ -67,6 +76,10 @@ class DeadlineReached(Exception):
     """The judgement's total time limit arrived inside a pair; the pair does not count."""
 
 
+class PairDiscarded(Exception):
+    """The pair ran but is no evidence (an idle arm could not be frozen); it does not count."""
+
+
 @dataclass(frozen=True)
 class PairPlan:
     """What one pair does; the orchestrator fixes it for the whole comparison."""
@@ -83,23 +96,28 @@ class PairPlan:
 class WorkloadSamples:
     """Raw samples of one workload in one pair, in the order they were taken.
 
-    `wall` is the judge's clock from request to reply; `cpu` the kernel's CPU time of the
-    worker's cgroup over the call (empty when the machine has no such accounting).
+    `wall` is the judge's clock over the call's tile (from the previous call's answer to its
+    own, the judge's work between them included); `call` its clock from go frame to answer;
+    `cpu` the kernel's CPU time of the worker's cgroup over the tile (empty when the machine
+    has no such accounting). Key `n` is the null arm.
     """
 
     calls_per_slot: int = 0
     rounds: int = 0
-    wall: dict[str, list[int]] = field(default_factory=lambda: {"a": [], "b": []})
-    cpu: dict[str, list[int]] = field(default_factory=lambda: {"a": [], "b": []})
+    wall: dict[str, list[int]] = field(default_factory=lambda: {"a": [], "b": [], "n": []})
+    cpu: dict[str, list[int]] = field(default_factory=lambda: {"a": [], "b": [], "n": []})
+    call: dict[str, list[int]] = field(default_factory=lambda: {"a": [], "b": [], "n": []})
     orders: list[str] = field(default_factory=list)
     warmup_calls: int = 0
 
     def round_log_ratios(self, clock: str) -> list[float]:
-        """Per round: `round_log_ratio` over the round's 2 x calls_per_slot calls per arm."""
+        """Per round: `round_log_ratio` over the round's 2 x calls_per_slot calls per arm, the
+        null arm's calls of the same round subtracted (none: a record without a null arm)."""
         data = self.cpu if clock == "cpu" else self.wall
         n = 2 * self.calls_per_slot
+        null = data.get(NULL) or []
         return [
-            round_log_ratio(data["a"][i : i + n], data["b"][i : i + n])
+            round_log_ratio(data["a"][i : i + n], data["b"][i : i + n], null[i : i + n])
             for i in range(0, len(data["a"]), n)
         ]
 
@@ -144,7 +162,7 @@ class PairSession:
     def __init__(
         self,
         task: Task,
-        dirs: tuple[Path, Path],
+        dirs: tuple[Path, Path, Path],
         plan: PairPlan,
         index: int,
         cpu: int | None,
@@ -168,6 +186,7 @@ class PairSession:
         self.workers: dict[str, WorkerClient] = {}
         self.earlier: dict[tuple[str, str], set[bytes]] = {}
         self.cpu_source = "unavailable"
+        self.out_bytes = 0  # the largest output a run may deliver (beyond: output_too_large)
 
     def run(self) -> PairRecord:
         """The pair, with the judge's measuring thread pinned to the workers' CPU.
@@ -200,9 +219,11 @@ class PairSession:
         # Inputs have fixed shapes per timed workload; the margin covers layouts a generator
         # may vary (a strided view spans more bytes than its elements).
         ins, outs = area_sizes([p.arrays for p in probe.values()])
+        self.out_bytes = outs
         try:
-            self._start(order, prefault_mb(heap, self.task.spec.limits.memory_mb), (2 * ins, outs))
+            self._start(order, prefault_mb(heap, self.task.spec.limits.memory_mb), 2 * ins)
             for wi, w in enumerate(timed):
+                self._bind(wi, w, probe[w.name])
                 acc = samples[w.name]
                 per_call = self._warmup(wi, w, acc)
                 acc.calls_per_slot = slot_calls(per_call, call_bytes([probe[w.name]]), least)
@@ -211,8 +232,9 @@ class PairSession:
                 for wi, w in self.rng.sample(list(enumerate(timed)), len(timed)):
                     if r < samples[w.name].rounds:
                         self._round(r, wi, w, samples[w.name])
-            for arm, worker in self.workers.items():
-                for finding in stray_findings(worker):
+            self._settle()
+            for arm in ARMS:
+                for finding in stray_findings(self.workers[arm]):
                     raise ArmFailure(arm, finding, None)
             freeze = _freeze_method(self.workers.values())
         finally:
@@ -236,24 +258,30 @@ class PairSession:
             raise DeadlineReached()
         return left
 
-    def _start(self, order: str, prefault: int, sizes: tuple[int, int]) -> None:
-        """Start both workers (in `order`), then greet and load both, their start-ups overlapping.
+    def _start(self, order: str, prefault: int, in_bytes: int) -> None:
+        """Start the workers (the arms in `order`, the null arm at a random place among them),
+        then greet and load each, their start-ups overlapping.
 
-        `hello` pins each worker to the pair's CPU, maps its shared areas and has it touch
-        `prefault` MiB of heap, all before the candidate's code is imported. Each worker is
-        frozen from then on except while it answers a request.
+        `hello` pins each worker to the pair's CPU (a cpuset holds it there where the machine
+        has one), maps its input area and has it touch `prefault` MiB of heap, all before the
+        candidate's code is imported. Each worker is frozen from then on except while it
+        answers a request or runs calls.
         """
         limits, spec = self.task.spec.limits, self.task.spec
-        for arm in order:
+        spawn = list(order)
+        spawn.insert(self.rng.randrange(3), NULL)
+        for arm in spawn:
             log = self.log_dir / f"pair{self.index}-{arm}.log"
-            workdir = self.dirs[ARMS.index(arm)]
+            workdir = self.dirs[(*ARMS, NULL).index(arm)]
             worker = WorkerClient(
                 workdir,
                 limits,
                 log,
                 policy=self.policy,
                 protect=[self.task.root],
-                arena_bytes=sizes,
+                arena_bytes=(in_bytes, mmap_page()),
+                cpus=None if self.cpu is None else [self.cpu],
+                reply_pipe_bytes=self.out_bytes + 4096,
             )
             self.workers[arm] = worker
             worker.start()
@@ -261,11 +289,12 @@ class PairSession:
         if self.cpu is not None:
             hello["cpus"] = [self.cpu]
         load = load_request(spec, limits.load_timeout_s)
-        for arm in order:
+        for arm in spawn:
             timeout = min(limits.load_timeout_s, self._left())
             try:
                 self.workers[arm].request(hello, timeout=timeout)
-                loaded = self.workers[arm].request(load, timeout=timeout)
+                loading = load if arm != NULL else {"op": "load", "null": True}
+                loaded = self.workers[arm].request(loading, timeout=timeout)
             except WorkerError as e:
                 self._left()  # the deadline, not the arm, if that is what cut it short
                 raise ArmFailure(arm, fail("load", e.code, e.detail), None) from None
@@ -276,6 +305,40 @@ class PairSession:
                 raise ArmFailure(arm, finding, None)
         for worker in self.workers.values():
             worker.freeze()
+
+    def _bind(self, wi: int, w: Workload, probe: TimedInput) -> None:
+        """Describe workload `wi`'s calls to every worker (untimed); the null arm is told the
+        shape and dtype of the output it is to deliver (the oracle's, on the probe input)."""
+        ref = np.asarray(self.task.oracle(*probe.args, **probe.kwargs))
+        null_output = (tuple(ref.shape), str(expected_dtype(w, probe.arrays).str))
+        for arm, worker in self.workers.items():
+            try:
+                reply = worker.bind_request(
+                    wi,
+                    probe.args,
+                    probe.kwargs,
+                    min(self.call_timeout_s, self._left()),
+                    null_output if arm == NULL else None,
+                )
+            except WorkerError as e:
+                raise ArmFailure(arm, fail("timed_call", e.code, e.detail), w.name) from None
+            for finding in guard_findings(reply):
+                raise ArmFailure(arm, finding, w.name)
+            if not reply.get("ok"):
+                detail = f"the worker refused the call layout: {reply.get('error')}"
+                raise ArmFailure(arm, fail("timed_call", "protocol_violation", detail), w.name)
+
+    def _settle(self) -> None:
+        """The end of the timed phase: each arm's guard report in full, its watched namespaces
+        compared with their state before the candidate loaded (a timed worker replacing
+        `time.perf_counter_ns` or `np.sqrt` is named, as in the correctness phase)."""
+        for arm in ARMS:
+            try:
+                reply = self.workers[arm].request({"op": "settle", "delay_s": 0}, timeout=10)
+            except WorkerError as e:
+                raise ArmFailure(arm, fail("settle", e.code, e.detail), None) from None
+            for finding in guard_findings(reply):
+                raise ArmFailure(arm, finding, None)
 
     def _inputs(self, wi: int, w: Workload, r: int, slot: int, n: int) -> list[TimedInput]:
         out = []
@@ -302,10 +365,10 @@ class PairSession:
         n = max(self.plan.warmup_calls, 2)
         acc.warmup_calls = n
         inputs = self._inputs(wi, w, -1, 1, n)
-        results = {arm: [self._call(arm, w, inp) for inp in inputs] for arm in ARMS}
+        results = {arm: self._run_slot(arm, wi, w, inputs) for arm in (*ARMS, NULL)}
         self._answer(inputs)
-        for arm, rs in results.items():
-            self._check(arm, w, inputs, rs, replay=False)
+        for arm in ARMS:
+            self._check(arm, w, inputs, results[arm], replay=False)
         last = [r.cpu_ns if r.cpu_ns is not None else r.wall_ns for r in results["a"][1:]]
         last += [r.cpu_ns if r.cpu_ns is not None else r.wall_ns for r in results["b"][1:]]
         return median(last)
@@ -321,43 +384,52 @@ class PairSession:
         for half in (0, 1):
             inputs = self._inputs(wi, w, r, half, k)
             done = []
-            for arm in order[2 * half : 2 * half + 2]:
-                results = self._run_slot(arm, w, inputs)
+            # The null arm's slots bracket the round (N A B | B A N): each half has one, at
+            # its outer end, so its position relative to each arm is the same in every round.
+            slots = order[2 * half : 2 * half + 2]
+            slots = NULL + slots if half == 0 else slots + NULL
+            for arm in slots:
+                results = self._run_slot(arm, wi, w, inputs)
                 acc.wall[arm] += [x.wall_ns for x in results]
+                acc.call[arm] += [x.call_wall_ns or x.wall_ns for x in results]
                 if all(x.cpu_ns is not None for x in results):
                     acc.cpu[arm] += [int(x.cpu_ns or 0) for x in results]
-                done.append((arm, results))
+                if arm != NULL:
+                    done.append((arm, results))
             self._answer(inputs)
             for arm, results in done:
                 self._check(arm, w, inputs, results, replay=True)
         acc.orders.append(order.upper())
 
-    def _call(self, arm: str, w: Workload, inp: TimedInput) -> CallResult:
-        """One call on one arm, frozen before and after (a warm-up call)."""
-        left = self._left()
-        try:
-            result = self.workers[arm].call(inp.args, inp.kwargs, min(self.call_timeout_s, left))
-        except WorkerError as e:
-            if e.code == "timeout" and left < self.call_timeout_s:
-                raise DeadlineReached() from None
-            raise ArmFailure(arm, fail("timed_call", e.code, e.detail), w.name) from None
-        return self._accept(arm, w, result)
-
-    def _run_slot(self, arm: str, w: Workload, inputs: list[TimedInput]) -> list[CallResult]:
-        """A slot's calls on one arm as one run (`WorkerClient.call_run`): the arm is thawed
-        for the slot, the other frozen throughout; failures that need no oracle raise here."""
+    def _run_slot(
+        self, arm: str, wi: int, w: Workload, inputs: list[TimedInput]
+    ) -> list[CallResult]:
+        """A slot's calls on one worker as one run (`WorkerClient.run_calls`): that worker is
+        thawed for the slot, the others frozen throughout; failures that need no oracle raise
+        here (the null arm runs the judge's own function: it cannot fail but by a bug)."""
         limits: list[float] = []
 
         def timeout() -> float:
             limits.append(self._left())
             return min(self.call_timeout_s, limits[-1])
 
+        calls = [(i.args, i.kwargs) for i in inputs]
+        for worker in self.workers.values():  # an idle worker that ran beside this slot
+            if worker.freeze_problem is not None:
+                raise PairDiscarded(f"an idle worker could not be frozen: {worker.freeze_problem}")
         try:
-            results = self.workers[arm].call_run([(i.args, i.kwargs) for i in inputs], timeout)
+            results = self.workers[arm].run_calls(wi, calls, timeout, self.out_bytes)
         except WorkerError as e:
             if e.code == "timeout" and limits and limits[-1] < self.call_timeout_s:
                 raise DeadlineReached() from None
+            if arm == NULL:
+                raise RuntimeError(f"the null arm failed: {e}") from None
             raise ArmFailure(arm, fail("timed_call", e.code, e.detail), w.name) from None
+        if arm == NULL:
+            if len(results) != len(calls) or any(r.output is None for r in results):
+                raise RuntimeError(f"the null arm failed: {results[-1].reply if results else []}")
+            self.cpu_source = self.workers[arm].sandbox.cpu_source
+            return results
         return [self._accept(arm, w, r) for r in results]
 
     def _accept(self, arm: str, w: Workload, result: CallResult) -> CallResult:
@@ -400,9 +472,17 @@ def _affinity() -> set[int] | None:
 
 
 def _freeze_method(workers: Any) -> str:
-    """How the idle arm was kept from running, as the report says it."""
+    """How the idle arms were kept from running, as the report says it. Every worker of the
+    pair is asked (an arm that could not be frozen once would have run beside the others):
+    such a pair is no evidence, and does not count."""
+    methods = set()
     for worker in workers:
         if worker.freeze_problem is not None:
-            return f"none ({worker.freeze_problem})"
-        return str(worker.sandbox.freeze_method)
-    return "none"
+            raise PairDiscarded(f"an idle worker could not be frozen: {worker.freeze_problem}")
+        methods.add(str(worker.sandbox.freeze_method))
+    return " + ".join(sorted(methods)) or "none"
+
+
+def mmap_page() -> int:
+    """The output area of a timed worker: unused (outputs travel by `run_calls`), one page."""
+    return 4096

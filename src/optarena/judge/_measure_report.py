@@ -69,6 +69,7 @@ class Report:
         labels: dict[str, str],
         reason: StopReason,
         used_s: float,
+        discarded: list[str],
         integrity: list[Integrity],
         protocol: Protocol,
         stream: int,
@@ -89,6 +90,7 @@ class Report:
                 samples=samples,
                 budget_s=self.plan.budget_s,
                 used_s=round(used_s, 3),
+                discarded=list(discarded),
             ),
             clock=self.clock,
             clock_note=self.clock_note,
@@ -113,6 +115,10 @@ class Report:
                     b_ns=s.wall["b"],
                     a_cpu_ns=s.cpu["a"],
                     b_cpu_ns=s.cpu["b"],
+                    n_ns=s.wall["n"],
+                    n_cpu_ns=s.cpu["n"],
+                    a_call_ns=s.call["a"],
+                    b_call_ns=s.call["b"],
                     round_log_ratios=s.round_log_ratios(self.clock),
                     log_ratio=s.log_ratio(self.clock),
                 )
@@ -120,10 +126,12 @@ class Report:
         key = "a_cpu_ns" if self.clock == "cpu" else "a_ns"  # the verdict clock's samples
         all_a = [x for r in rows for x in getattr(r, key)]
         all_b = [x for r in rows for x in getattr(r, key.replace("a_", "b_"))]
+        all_n = [x for r in rows for x in getattr(r, key.replace("a_", "n_"))]
         return WorkloadMetrics(
             name=w,
             summary=summarize(self.estimates[w], self.plan.min_effect),
             median_a_ns=median(all_a) if all_a else 0.0,
             median_b_ns=median(all_b) if all_b else 0.0,
+            median_null_ns=median(all_n) if all_n else None,
             pairs=rows,
         )

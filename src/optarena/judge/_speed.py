@@ -8,7 +8,6 @@ stack, one of the layout biases a comparison must not carry.
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,15 +49,6 @@ class SpeedResult:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def copy_arm(task: Task, source: Path, dest: Path) -> Path:
-    """A private copy of an arm's editable files (the candidate proper, nothing else)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for rel in task.editable_files(source):
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source / rel, dest / rel)
-    return dest
-
-
 def _phase(progress: Progress | None, name: str) -> Progress | None:
     if progress is None:
         return None
@@ -81,12 +71,11 @@ def compare_dirs(
     """Measure arm a against arm b under the task's protocol (overridden by `opts`)."""
     plan = MeasurePlan.from_task(task, opts.budget_s, opts.min_effect)
     root = work / f"s{stream}"
-    a = copy_arm(task, dirs[0], root / "a")
-    b = copy_arm(task, dirs[1], root / "b")
+    root.mkdir(parents=True, exist_ok=True)
     name = "A/A control" if stream == AA_STREAM else "speed"
     m = Measurement(
         task,
-        (a, b),
+        dirs,
         plan,
         opts.seed,
         stream,

@@ -57,19 +57,37 @@ def _hodges_lehmann_rows(m: np.ndarray) -> np.ndarray:
     return np.asarray(np.median((m[:, i] + m[:, j]) / 2.0, axis=1))
 
 
-def round_log_ratio(a_ns: Sequence[float], b_ns: Sequence[float]) -> float:
+NET_FLOOR = 0.05  # an arm's work is taken as at least this share of its measured cost
+
+
+def net_cost(arm_mean: float, null_mean: float) -> float:
+    """An arm's cost per call without the protocol's: its mean minus the null arm's, but never
+    below NET_FLOOR of its mean (where the protocol is nearly all of a call, the difference is
+    noise; the floor bounds the ratio instead of letting it explode or turn negative)."""
+    return max(arm_mean - null_mean, NET_FLOOR * arm_mean)
+
+
+def round_log_ratio(
+    a_ns: Sequence[float], b_ns: Sequence[float], null_ns: Sequence[float] = ()
+) -> float:
     """log(mean of b / mean of a) over one round's calls: < 0 means arm b was faster.
 
     The mean over every call, not a robust subset: a candidate must not be able to hide work
     in the calls an estimator drops. The clocks are the kernel's CPU count (which a busy
     machine barely disturbs) or the judge's wall clock, and the interval over pairs absorbs
-    what noise remains.
+    what noise remains. `null_ns`: the null arm's calls of the same round; their mean, the
+    protocol's own cost per call, is taken off both arms first (`net_cost`), so the ratio is
+    that of the arms' work rather than diluted toward 1 by what every call pays.
     """
     if not a_ns or not b_ns:
         raise ValueError("a round needs samples of both arms")
     if min(a_ns) <= 0 or min(b_ns) <= 0:
         raise ValueError("timings must be positive")
-    return math.log((sum(b_ns) / len(b_ns)) / (sum(a_ns) / len(a_ns)))
+    a, b = sum(a_ns) / len(a_ns), sum(b_ns) / len(b_ns)
+    if null_ns:
+        null = sum(null_ns) / len(null_ns)
+        a, b = net_cost(a, null), net_cost(b, null)
+    return math.log(b / a)
 
 
 def outlier_count(xs: Sequence[float], threshold: float = 3.5) -> int:

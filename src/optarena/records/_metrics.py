@@ -20,11 +20,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# 2: judge-side clocks (cgroup CPU, request wall), no warm-up slot call; 3: `kind`
-METRICS_SCHEMA_VERSION = 3
-EXTERNAL_METRICS_VERSION = 1
+# 2: judge-side clocks (cgroup CPU, request wall), no warm-up slot call; 3: `kind`;
+# 4: runs of go frames, the null arm's cost subtracted, per-call wall from go to answer
+METRICS_SCHEMA_VERSION = 4
+EXTERNAL_METRICS_VERSION = 2  # 2: the OS check (os_check), the low scale's runs
 
-StopReason = Literal["decided", "precise", "budget", "max_pairs", "deadline"]
+StopReason = Literal["decided", "precise", "budget", "max_pairs", "deadline", "discarded"]
 Clock = Literal["cpu", "wall"]
 VerdictName = Literal["improved", "regressed", "no_difference", "inconclusive"]
 
@@ -54,6 +55,11 @@ class Protocol(_Model):
     bootstrap_seed: int = Field(description="seed of the bootstrap, for recomputation")
     stream: int = Field(description="input stream under the judgement seed (0 main, 1 A/A)")
     cpus: list[int | None] = Field(description="the CPU both arms of each pair were pinned to")
+    null_arm: bool = Field(
+        default=False,
+        description="each pair also ran the judge's null function (the protocol's own cost per "
+        "call), subtracted from both arms before their ratio (false in records before v4)",
+    )
 
 
 class PairSamples(_Model):
@@ -69,6 +75,16 @@ class PairSamples(_Model):
     b_ns: list[int] = Field(description="arm b, judge's wall time of every counted call (ns)")
     a_cpu_ns: list[int] = Field(description="arm a, cgroup CPU time of each call (ns); [] if none")
     b_cpu_ns: list[int] = Field(description="arm b, cgroup CPU time of each call (ns); [] if none")
+    n_ns: list[int] = Field(default_factory=list, description="the null arm, wall time per call")
+    n_cpu_ns: list[int] = Field(
+        default_factory=list, description="the null arm, cgroup CPU time of each call (ns)"
+    )
+    a_call_ns: list[int] = Field(
+        default_factory=list,
+        description="arm a, wall time from go to answer of each call (the judge's own work "
+        "between calls left out: what the waiting check compares)",
+    )
+    b_call_ns: list[int] = Field(default_factory=list, description="arm b, as a_call_ns")
     round_log_ratios: list[float] = Field(
         description="per round: log(b / a) of the mean over all its calls, on the verdict clock"
     )
@@ -94,6 +110,11 @@ class WorkloadMetrics(_Model):
     summary: Summary
     median_a_ns: float = Field(description="median call time of arm a (verdict clock), all pairs")
     median_b_ns: float = Field(description="median call time of arm b (verdict clock), all pairs")
+    median_null_ns: float | None = Field(
+        default=None,
+        description="median call time of the null arm (verdict clock): the protocol's cost per "
+        "call, taken off both arms before their ratio; null without a null arm",
+    )
     pairs: list[PairSamples]
 
 
@@ -106,6 +127,9 @@ class Stop(_Model):
     samples: int = Field(description="timed calls over both arms and all workloads")
     budget_s: float
     used_s: float
+    discarded: list[str] = Field(
+        default_factory=list, description="pairs that ran but do not count, and why"
+    )
 
 
 class Integrity(_Model):
@@ -176,17 +200,54 @@ class Metrics(Comparison):
     instructions: Instructions
 
 
-class BenchmarkRound(_Model):
-    """One AB or BA round of an external benchmark: each arm's command run once."""
+class _ArmRuns(_Model):
+    """Each arm's command run once: what the benchmark printed, and what the OS counted."""
 
-    order: Literal["AB", "BA"]
     baseline: float = Field(description="the benchmark's metric, baseline run")
     candidate: float = Field(description="the benchmark's metric, candidate run")
     baseline_wall_s: float = Field(description="the OS's wall time of the baseline run")
     candidate_wall_s: float
     baseline_cpu_s: float | None = Field(description="CPU of the run's cgroup; null: unknown")
     candidate_cpu_s: float | None
+
+
+class ScaleRuns(_ArmRuns):
+    """Both arms' runs of a round at the declared scale's low size."""
+
+
+class BenchmarkRound(_ArmRuns):
+    """One AB or BA round of an external benchmark: each arm's command run once (at the
+    scale's high size, when the spec declares a scale)."""
+
+    order: Literal["AB", "BA"]
     log_ratio: float = Field(description="log(candidate/baseline) on the lower-is-better scale")
+    low: ScaleRuns | None = Field(
+        default=None, description="the same round's runs at the scale's low size; null: no scale"
+    )
+
+
+OsOutcome = Literal["confirmed", "unresolved", "contradicted", "not_needed"]
+
+
+class OsCheck(_Model):
+    """What the OS's own time of the runs says about the metric's effect (the metric is
+    printed by a process that runs the candidate's code; the OS's count is not)."""
+
+    outcome: OsOutcome = Field(
+        description="confirmed: its interval excludes no change on the metric's side; "
+        "contradicted: on the other side; unresolved: it cannot tell (the effect is within its "
+        "noise); not_needed: the metric claims no effect, or is the judge's own wall clock"
+    )
+    basis: Literal["process", "scaled_difference"] = Field(
+        description="process: each whole run; scaled_difference: a run at the scale's high "
+        "size minus one at its low size, fixed costs cancelled"
+    )
+    clock: Clock | None = Field(description="cpu (the runs' cgroups) or wall; null: not looked at")
+    ratio: float | None = Field(description="the OS's candidate/baseline estimate; null: none")
+    ratio_ci: list[float] | None = Field(description="its 95% interval; null: none")
+    metric_ratio: float = Field(description="the metric's median ratio that was to be confirmed")
+    why: str = Field(description="the outcome in words")
+    advice: str | None = Field(default=None, description="what the spec could add to resolve it")
 
 
 class BenchmarkStop(_Model):
@@ -207,6 +268,8 @@ class ExternalMetrics(_Model):
     overall: Summary
     stop: BenchmarkStop
     rounds: list[BenchmarkRound]
+    scale: list[int] | None = Field(default=None, description="[low, high] sizes; null: none")
+    os_check: OsCheck | None = Field(default=None, description="null in records before v2")
     crosscheck: list[str] = Field(
         description="where the OS's time of the runs (CPU, else wall) does not confirm the "
         "metric's effect (its 95% interval does not exclude no change on the metric's side); "

@@ -40,12 +40,18 @@ def _table(header: list[str], rows: list[list[str]], raw_first: bool = False) ->
 
 
 def _cost_points(c: ExperimentComparison) -> tuple[list[tuple[str, float, float]], str]:
-    costs = [(r.condition, r.cost_usd, r.effective_speedup) for r in c.trials]
-    known = [(s, x, y) for s, x, y in costs if x is not None]
-    if known:
-        return known, "cost USD"
-    tokens = [(r.condition, r.tokens, r.effective_speedup) for r in c.trials]
-    return [(s, float(x), y) for s, x, y in tokens if x is not None], "tokens"
+    """Metered cost, else metered tokens, else what the agents reported, the axis saying
+    which (never one figure plotted as another)."""
+    for axis, value in (
+        ("metered cost USD", lambda r: r.metered_cost_usd),
+        ("metered tokens", lambda r: r.metered_tokens),
+        ("agent-reported cost USD (unchecked)", lambda r: r.reported_cost_usd),
+    ):
+        known = [(r.condition, value(r), r.effective_speedup) for r in c.trials]
+        points = [(s, float(x), y) for s, x, y in known if x is not None]
+        if points:
+            return points, axis
+    return [], "cost"
 
 
 def _detail(trial_id: str, verdict: str, parts: Mapping[str, str]) -> str:
@@ -109,7 +115,8 @@ def render_html(
         f"<p>{c.complete} of {c.scheduled} scheduled trials complete; plan sha256 "
         f"<code>{escape(c.plan_sha256[:16])}</code>. Effective speed-up: the accepted "
         "candidate's speed-up, else 1.0, so failures count. Unknown tokens or cost are "
-        "counted as unknown, never as zero.</p>"
+        "counted as unknown, never as zero. Metered: measured by optarena's proxy; "
+        "agent-reported: the agent's own claim, unchecked.</p>"
         f"<div class='charts'>{''.join(charts)}</div>"
         "<h2>Conditions</h2>"
         + _table(CONDITION_HEADER, condition_rows(c))

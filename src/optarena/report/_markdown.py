@@ -30,8 +30,9 @@ def condition_rows(c: ExperimentComparison) -> list[list[str]]:
             f"{fmt(s.speedup_median)} ({fmt_ci(s.speedup_ci)})",
             f"{fmt(s.effective_median)} ({fmt_ci(s.effective_ci)})",
             " ".join(f"{v:.3f}" for v in s.best_of_k) or "-",
-            fmt_total(s.tokens, 0),
-            fmt_total(s.cost_usd, 4),
+            fmt_total(s.metered_tokens, 0),
+            fmt_total(s.metered_cost_usd, 4),
+            fmt_total(s.reported_cost_usd, 4),
             fmt_total(s.agent_wall_s, 1),
             fmt(s.cost_per_accepted, 4),
         ]
@@ -47,10 +48,11 @@ CONDITION_HEADER = [
     "speed-up of accepted (CI)",
     "effective speed-up (CI)",
     "best-of-k",
-    "tokens",
-    "cost USD",
+    "metered tokens",
+    "metered cost USD",
+    "agent-reported cost USD (unchecked)",
     "agent s",
-    "USD / accepted",
+    "metered USD / accepted",
 ]
 
 COMPARISON_HEADER = [
@@ -111,7 +113,9 @@ def render_markdown(c: ExperimentComparison) -> str:
         "",
         f"{c.complete} of {c.scheduled} scheduled trials complete; plan sha256 "
         f"`{c.plan_sha256[:16]}`. Effective speed-up: the accepted candidate's speed-up, "
-        "else 1.0 (failures count). Unknown tokens or cost are counted as unknown.",
+        "else 1.0 (failures count). Unknown tokens or cost are counted as unknown. Metered: "
+        "measured by optarena's proxy (unknown when not metered); agent-reported: the agent's "
+        "own claim, never checked and never used as the metered figure.",
         "",
         "## Conditions",
         "",

@@ -1,6 +1,7 @@
 """Trials: one agent run on one task in a fresh workspace, judged and recorded in the ledger."""
 
 from optarena.runs._containment import agent_sandbox_spec
+from optarena.runs._delivery import keep_log
 from optarena.runs._judging import OUT_OF_SCOPE, combine, judge_delivery
 from optarena.runs._rejudge import rejudge
 from optarena.runs._sources import ExternalTask, PackageTask, TrialTask, trial_task
@@ -9,15 +10,23 @@ from optarena.runs._trial import (
     TrialHook,
     TrialInterrupted,
     TrialProgress,
-    keep_log,
     new_trial_id,
     run_trial,
 )
-from optarena.runs._workspace import Delivery, capture, check_workspace, init_repos, write_starter
+from optarena.runs._workspace import (
+    Delivery,
+    DeliveryRefused,
+    WorkspaceLimits,
+    capture,
+    check_workspace,
+    init_repos,
+    write_starter,
+)
 
 __all__ = [
     "OUT_OF_SCOPE",
     "Delivery",
+    "DeliveryRefused",
     "ExternalTask",
     "PackageTask",
     "TrialConfig",
@@ -25,6 +34,7 @@ __all__ = [
     "TrialInterrupted",
     "TrialProgress",
     "TrialTask",
+    "WorkspaceLimits",
     "agent_sandbox_spec",
     "capture",
     "check_workspace",

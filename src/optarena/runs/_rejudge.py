@@ -40,6 +40,11 @@ def rejudge(
     judging). Returns the trial, the new judgement and notes (e.g. the task changed since)."""
     record = ledger.get(trial_ref)
     cand = record.artifacts.get("candidate")
+    if record.state == "complete" and cand is None:  # refused unread (`DeliveryRefused`)
+        raise OptarenaError(
+            f"trial {record.id}: its delivery was refused before judging "
+            f"({', '.join(record.reason_codes)}): no candidate was stored to judge"
+        )
     if record.state == "running" or cand is None:
         why = "still running" if record.state == "running" else f"{record.state} before delivery"
         raise OptarenaError(f"trial {record.id} is {why}: no delivered candidate to judge")

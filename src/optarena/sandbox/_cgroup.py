@@ -9,7 +9,10 @@ makes a cgroup the one handle on "everything this candidate started":
   children included (v1 `cpuacct.usage`, v2 `cpu.stat`), which per-thread clocks miss;
 - **freezer**: stops the whole tree at once (v1 `freezer.state`, v2 `cgroup.freeze`), so the
   arm that is not being timed cannot run, and no helper thread works between calls;
-- **memory**: a limit on resident memory, tmpfs pages included, which `RLIMIT_AS` does not see.
+- **memory**: a limit on resident memory, tmpfs pages included, which `RLIMIT_AS` does not see;
+- **cpuset**: the CPUs a timed worker may run on. `sched_setaffinity` pins too, but the worker
+  can undo it (a candidate moved itself to the other CPU while its kernel work ran on the
+  shared one); a cpuset cannot be left or widened from inside.
 
 Each feature comes from a cgroup v1 hierarchy that has its controller mounted, or from the v2
 tree (cpu.stat and cgroup.freeze are core v2 files; pids and memory need the controller enabled
@@ -32,8 +35,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FEATURES = ("pids", "cpu", "freezer", "memory")
-V1_CONTROLLER = {"pids": "pids", "cpu": "cpuacct", "freezer": "freezer", "memory": "memory"}
+FEATURES = ("pids", "cpu", "freezer", "memory", "cpuset")
+V1_CONTROLLER = {
+    "pids": "pids",
+    "cpu": "cpuacct",
+    "freezer": "freezer",
+    "memory": "memory",
+    "cpuset": "cpuset",
+}
 V2_CORE = frozenset({"cpu", "freezer"})  # cpu.stat and cgroup.freeze exist without controllers
 PREFIX = "optarena-"
 
@@ -144,7 +153,7 @@ class Layout:
         )
 
 
-PREFERRED_VERSION = {"pids": 1, "cpu": 1, "memory": 1, "freezer": 2}
+PREFERRED_VERSION = {"pids": 1, "cpu": 1, "memory": 1, "freezer": 2, "cpuset": 1}
 
 
 def candidates(hierarchies: Iterable[Hierarchy], feature: str) -> list[Hierarchy]:
@@ -268,8 +277,14 @@ class WorkerCgroups:
     """
 
     def __init__(
-        self, layout: Layout, max_pids: int | None = None, memory_bytes: int | None = None
+        self,
+        layout: Layout,
+        max_pids: int | None = None,
+        memory_bytes: int | None = None,
+        cpus: tuple[int, ...] | None = None,
     ) -> None:
+        if cpus is None:  # an unconfigured cpuset would refuse every task (ENOSPC)
+            layout = layout.only(f for f in FEATURES if f != "cpuset")
         self.layout = layout
         self.name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         self.dirs: dict[Hierarchy, Path] = {}
@@ -281,6 +296,7 @@ class WorkerCgroups:
                 d.mkdir()
                 self.dirs[h] = d
             self._configure(max_pids, memory_bytes)
+            self._configure_cpuset(cpus)
         except OSError:
             self.remove()
             raise
@@ -314,6 +330,16 @@ class WorkerCgroups:
             else:
                 self._freeze_fd = self._open("freezer", "cgroup.freeze", os.O_WRONLY)
                 self._state_fd = self._open("freezer", "cgroup.events", os.O_RDONLY)
+
+    def _configure_cpuset(self, cpus: tuple[int, ...] | None) -> None:
+        h = self.layout.chosen.get("cpuset")
+        if h is None or cpus is None:
+            return
+        d = self.dirs[h]
+        if h.version == 1:  # a v1 cpuset takes no task before it has memory nodes
+            mems = (h.base / "cpuset.mems").read_text().strip()
+            _write(d / "cpuset.mems", mems)
+        _write(d / "cpuset.cpus", ",".join(str(c) for c in cpus))
 
     # -- queries ------------------------------------------------------------------------------
 

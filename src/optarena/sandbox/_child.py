@@ -29,7 +29,7 @@ import struct
 import subprocess
 from dataclasses import dataclass, replace
 
-from optarena.sandbox import _linux
+from optarena.sandbox import _linux, _seccomp
 from optarena.sandbox._cgroup import attach_self
 from optarena.sandbox._mounts import Mask, apply_masks, mount_proc, readonly_root
 from optarena.sandbox._root import RootPlan, enter_root, leave_old_root
@@ -57,6 +57,7 @@ class ChildPlan:
     err_fd: int = -1
     status_fds: tuple[int, int] = (-1, -1)  # init -> holder: the worker's wait status
     fd_ceiling: int = 4096  # above the judge's highest descriptor (fallback close loop)
+    seccomp: bool = False  # install `_seccomp`'s filter last, in the worker
 
     @property
     def pid_ns(self) -> bool:
@@ -197,6 +198,8 @@ def child_setup(plan: ChildPlan) -> None:
         _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
         _linux.prctl(_linux.PR_SET_CHILD_SUBREAPER, 1)
         _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if plan.seccomp:
+            _seccomp.install()
     except BaseException as e:
         if plan.err_fd >= 0:
             with contextlib.suppress(OSError):

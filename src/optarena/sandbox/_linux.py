@@ -110,10 +110,39 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
     )
 
 
-def prctl(option: int, arg: int) -> None:
+def prctl(option: int, arg: int, arg3: int = 0) -> None:
     if _libc is None:
         raise OSError(38, "prctl: not Linux")
-    _check(_libc.prctl(option, arg, 0, 0, 0), f"prctl({option})")
+    _check(_libc.prctl(option, arg, arg3, 0, 0), f"prctl({option})")
+
+
+class _IOVec(ctypes.Structure):
+    _fields_ = (("base", ctypes.c_void_p), ("len", ctypes.c_size_t))
+
+
+if _libc is not None:
+    _libc.process_vm_readv.argtypes = [
+        ctypes.c_int,
+        ctypes.POINTER(_IOVec),
+        ctypes.c_ulong,
+        ctypes.POINTER(_IOVec),
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+    ]
+    _libc.process_vm_readv.restype = ctypes.c_ssize_t
+
+
+def process_vm_read(pid: int, address: int, into: int, nbytes: int) -> None:
+    """Copy `nbytes` at `address` in process `pid` to our memory at `into`; OSError unless all
+    of them could be read (a range not mapped there, a process gone, no permission)."""
+    if _libc is None:
+        raise OSError(38, "process_vm_readv: not Linux")
+    local = _IOVec(into, nbytes)
+    remote = _IOVec(address, nbytes)
+    done = _libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+    if done != nbytes:
+        err = ctypes.get_errno() if done < 0 else 14  # a short read: part of it is not mapped
+        raise OSError(err, f"process_vm_readv: {os.strerror(err)}")
 
 
 class _MountAttr(ctypes.Structure):

@@ -43,7 +43,9 @@ class Capabilities:
 def _works(layout: Layout) -> str | None:
     """None if cgroups of this layout can be made and joined by a child, else why not."""
     try:
-        trial = WorkerCgroups(layout, max_pids=8, memory_bytes=256 << 20)
+        # A cpuset takes no task before it has a CPU (and, in v1, memory nodes).
+        cpus = tuple(sorted(os.sched_getaffinity(0)))[:1]
+        trial = WorkerCgroups(layout, max_pids=8, memory_bytes=256 << 20, cpus=cpus)
     except OSError as e:
         return f"cannot create a cgroup: {e}"
     try:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
-from optarena.sandbox import _linux
+from optarena.sandbox import _linux, _seccomp
 from optarena.sandbox._cgroup import FEATURES, WorkerCgroups
 from optarena.sandbox._child import ChildPlan, child_setup
 from optarena.sandbox._leftovers import (
@@ -93,15 +93,25 @@ class SandboxPolicy:
     scratch: bool = True  # private tmpfs for /tmp, /var/tmp, /dev/shm, /run/lock (False: the
     # host's own, read-only too unless readonly_root is off)
     sweep: bool = True  # remove what the uid owns when its lease ends
+    seccomp: bool = True  # refuse system calls a numeric kernel never needs (see `_seccomp`)
+    cpuset: bool = True  # pin a worker given `cpus` with a cpuset it cannot leave
 
     @classmethod
     def none(cls) -> SandboxPolicy:
         return cls(**{name: False for name in cls.__dataclass_fields__})
 
 
-def _chown_tree(root: Path, uid: int) -> None:
-    lchown_tree(root, uid, uid)
+def _chown_tree(root: Path, uid: int, owner: int | None = None) -> None:
+    """`owner`: take back only what that uid owns (a candidate's hard link to another's file
+    keeps its owner)."""
+    lchown_tree(root, uid, uid, owner=owner)
     os.chmod(root, 0o700)
+
+
+def _seccomp_only() -> None:
+    """The fallback start's child: no namespaces or uid, but still the filter."""
+    _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
+    _seccomp.install()
 
 
 def _fd_ceiling() -> int:
@@ -125,8 +135,11 @@ class Sandbox:
         hide: Sequence[Path] = (),
         needed: Sequence[Path] = (),
         scratch_mb: int = 64,
+        cpus: Sequence[int] | None = None,
     ) -> None:
+        """`cpus`: the CPUs the worker may run on (a timed worker: its pair's one CPU)."""
         self.workdir = Path(workdir).resolve()
+        self.cpus = tuple(cpus) if cpus is not None else None
         self.limits = limits
         self.policy = policy or SandboxPolicy()
         self.hide = [os.path.realpath(p) for p in hide]
@@ -184,6 +197,7 @@ class Sandbox:
             "cpu": self.policy.cpu_accounting,
             "freezer": self.policy.freezer,
             "memory": self.policy.memory and self.limits.address_space_mb is not None,
+            "cpuset": self.policy.cpuset and self.cpus is not None,
         }
         return [f for f in FEATURES if wanted[f]]
 
@@ -204,6 +218,7 @@ class Sandbox:
                 layout,
                 max_pids=(self.limits.processes or 64) + helpers,
                 memory_bytes=mem * MiB if mem is not None else None,
+                cpus=self.cpus,
             )
         except OSError as e:
             self.measures["cgroup"] = "unavailable"
@@ -215,6 +230,8 @@ class Sandbox:
             self.measures["cgroup"] = "no pids controller"
         if "memory" in layout.chosen:
             self.measures["memory"] = f"cgroup limit {mem} MiB (tmpfs included)"
+        if "cpuset" in layout.chosen and self.cpus is not None:
+            self.measures["cpuset"] = "cpus " + ",".join(str(c) for c in self.cpus)
         self._sources = (self.cgroup.cpu_source(), self.cgroup.freeze_source())
 
     def _ns_measure(self, name: str, wanted: bool, why_not: str | None) -> bool:
@@ -300,6 +317,9 @@ class Sandbox:
             if on:
                 self.measures[name] = "namespace" if name != "network" else "netns"
         self._contained = use_ro and use_ipc  # then the uid cannot have left anything
+        use_seccomp = self._ns_measure("seccomp", self.policy.seccomp, _seccomp.why_unavailable())
+        if use_seccomp:
+            self.measures["seccomp"] = "filter (namespaces, timers, keyrings, splice, ... refused)"
         # RLIMIT_NPROC counts the tasks of a real uid: exact for a leased uid, and inside a user
         # namespace it counts that namespace's tasks only (Linux >= 5.14); otherwise it would
         # count every process of the judge's user, so it is not set.
@@ -319,6 +339,7 @@ class Sandbox:
             nproc=nproc,
             readonly=writable,
             fd_ceiling=_fd_ceiling(),
+            seccomp=use_seccomp,
         )
         return plan, replace(self.limits, processes=None)
 
@@ -355,11 +376,16 @@ class Sandbox:
             self.notes.append(f"isolated start failed ({detail}); ran with rlimits only")
             for k in ("network", "user", "mounts", "cgroup", "pid", "ipc", "filesystem"):
                 self.measures[k] = "unavailable"
+            self.measures.pop("cpuset", None)
             self.measures.pop("memory", None)
             self._sources = (None, None)
             self.userns = False
             self._contained = False
             plan = replace(plan, unshare_flags=0)
+            if plan.seccomp:  # the filter needs nothing the failed start needed
+                setup_seccomp: Any = _seccomp_only
+            else:
+                setup_seccomp = None
             self.proc = spawn(
                 argv,
                 cwd=self.workdir,
@@ -368,6 +394,7 @@ class Sandbox:
                 pass_fds=pass_fds,
                 stdout=stdout,
                 stderr=stderr,
+                setup=setup_seccomp,
             )
         finally:
             for fd in (r, w, sr, sw):
@@ -529,7 +556,8 @@ class Sandbox:
             if self.policy.sweep:
                 self._sweep(everything=False)
                 with contextlib.suppress(OSError):
-                    _chown_tree(self.workdir, os.getuid())  # the workdir is the judge's again
+                    # the workdir is the judge's again
+                    _chown_tree(self.workdir, os.getuid(), owner=self.lease.uid)
                 self.lease.mark_clean()
             else:
                 self.measures["leftovers"] = "not swept (off by policy)"
@@ -577,6 +605,8 @@ class Sandbox:
             "guard": "audit hook" if self.policy.guard else "off",
             "cpu_accounting": self.cpu_source,
             "freeze": self.freeze_method,
+            "seccomp": m.get("seccomp", "unavailable"),
+            "cpuset": m.get("cpuset", "not pinned by a cgroup"),
             "memory": ", ".join(memory) if self.limits.address_space_mb else "not limited",
             "notes": list(self.notes),
         }

@@ -47,7 +47,13 @@ _PATH_EVENTS = {  # event -> indices of path arguments that are written
 _READ_EVENTS = {"os.listdir": 0, "os.scandir": 0}
 _INET = (socket.AF_INET, socket.AF_INET6)
 _SOCKET_EVENTS = ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg")
-_EVENTS = frozenset({"open", *_PATH_EVENTS, *_READ_EVENTS, *_SOCKET_EVENTS})
+# Ways to reach objects the candidate was never handed: the worker loop's state (its pipes,
+# its input area, the templates of the timed path) is only reachable through them. A numeric
+# kernel needs none; a loop taken over found the worker's objects this way.
+_REACH_EVENTS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames")
+_EVENTS = frozenset(
+    {"open", "sys._getframe", *_PATH_EVENTS, *_READ_EVENTS, *_SOCKET_EVENTS, *_REACH_EVENTS}
+)
 
 # Which modules' attributes a candidate must leave alone, and what replacing one is called.
 WATCHED = (
@@ -78,6 +84,7 @@ class Guard:
         self._reported: set[tuple[str, str]] = set()
         self._busy = False
         self._watched: list[tuple[str, str, Mapping[str, Any], dict[str, Any]]] = []
+        self.own_files: frozenset[str] = frozenset()  # the worker's source files
 
     # -- tamper checks ----------------------------------------------------------------------
 
@@ -91,7 +98,9 @@ class Guard:
         for name, code in WATCHED:
             mod = sys.modules.get(name)
             if mod is not None:
-                self.watch(name, code, vars(mod), callables_only=False)
+                # `time`: its functions only. `time.tzset()` rebinds tzname, timezone, altzone
+                # and daylight, which measure nothing: an honest call was clock_patched.
+                self.watch(name, code, vars(mod), callables_only=name == "time")
 
     def tampering(self) -> list[tuple[str, str]]:
         out = []
@@ -164,6 +173,12 @@ class Guard:
             sock = args[0]
             if getattr(sock, "family", None) in _INET:
                 self._flag("network_access", f"{event.split('.')[1]} to {args[-1]!r}")
+        elif event in _REACH_EVENTS:
+            self._flag("worker_tampered", f"called {event} (reaches the worker's own objects)")
+        elif event == "sys._getframe" and args:
+            code = getattr(args[0], "f_code", None)
+            if getattr(code, "co_filename", None) in self.own_files:
+                self._flag("worker_tampered", "took a frame of the worker loop (sys._getframe)")
 
     # -- reporting --------------------------------------------------------------------------
 
@@ -194,6 +209,9 @@ def install(workdir: str, config: dict[str, Any], own: dict[str, Mapping[str, An
     for pid in {os.getppid(), 1} - {0, os.getpid()}:
         protected.append((f"/proc/{pid}", "judge_memory_access"))
     guard = Guard(workdir, protected)
+    guard.own_files = frozenset(
+        str(ns.get("__file__")) for ns in own.values() if isinstance(ns.get("__file__"), str)
+    ) | {__file__}
     guard.watch_defaults()
     for label, namespace in {**own, "guard": globals(), "Guard": vars(Guard)}.items():
         guard.watch(label, "worker_tampered", namespace, callables_only=True)

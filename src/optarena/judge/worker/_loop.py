@@ -15,6 +15,7 @@ import functools
 import importlib.util
 import mmap
 import os
+import struct
 import sys
 import time
 import traceback
@@ -32,6 +33,7 @@ def _load_sibling(filename: str, name: str) -> Any:
 
 
 wire = _load_sibling("_wire.py", "_optarena_wire")
+run = _load_sibling("_run.py", "_optarena_run")  # the timed call path's frames
 guard = _load_sibling("_guard.py", "_optarena_guard")  # audit hook, tamper and output checks
 native = _load_sibling("_native.py", "_optarena_native")  # C and CUDA entries
 
@@ -54,6 +56,63 @@ def _arrays(args: list[Any], kwargs: dict[str, Any]) -> list[np.ndarray]:
     return [a for a in [*args, *kwargs.values()] if isinstance(a, np.ndarray)]
 
 
+_CONVERT = {"f": float, "i": int, "b": bool}
+_PLAIN = {k: k.encode() for k in wire._DTYPES}  # dtype strings an output may have
+
+
+class Template:
+    """One workload's calls as `bind` described them: views of the input area built once, and
+    the arguments that are scalars, whose values each go frame carries."""
+
+    __slots__ = ("args", "fn", "kwargs", "slots", "unpack")
+
+    def __init__(self, fn: Any, args: list[Any], kwargs: dict[str, Any], scalars: list[Any]):
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.slots: list[tuple[bool, Any, Any]] = [
+            (w == "a", int(k) if w == "a" else str(k), _CONVERT[c]) for w, k, c in scalars
+        ]
+        self.unpack = struct.Struct(f"<{len(scalars)}d").unpack_from
+
+    def with_scalars(self, raw: bytes) -> tuple[list[Any], dict[str, Any]]:
+        args, kwargs = list(self.args), dict(self.kwargs)
+        for (positional, key, convert), v in zip(self.slots, self.unpack(raw), strict=True):
+            if positional:
+                args[key] = convert(v)
+            else:
+                kwargs[key] = convert(v)
+        return args, kwargs
+
+
+def _null_entry(out: np.ndarray) -> Any:
+    """The judge's null function: the call path's own cost, with an output of the right size
+    to deliver (never allocated per call: allocating is the candidate's work)."""
+
+    def null(*args: Any, **kwargs: Any) -> np.ndarray:
+        return out
+
+    return null
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    data = os.read(fd, n)
+    while len(data) < n:
+        more = os.read(fd, n - len(data))
+        if not more:
+            raise wire.WireClosed("the judge closed the pipe")
+        data += more
+    return data
+
+
+def _write_all(fd: int, parts: list[Any]) -> None:
+    left = sum(memoryview(p).nbytes for p in parts)
+    done = os.writev(fd, parts)
+    if done < left:  # only after a signal: finish byte by byte from where it stopped
+        rest = b"".join(bytes(memoryview(p).cast("B")) for p in parts)[done:]
+        wire._write_all(fd, rest)
+
+
 class Worker:
     def __init__(self) -> None:
         self.fn: Any = None
@@ -62,6 +121,11 @@ class Worker:
         self.outputs: mmap.mmap | None = None  # where each call's output is copied at return
         self.last: Any = None  # the previous call's output, to see it change after return
         self.late: list[dict[str, str]] = []
+        self.templates: dict[int, Template] = {}
+        self.in_area: np.ndarray | None = None  # the input area as bytes (aliasing check)
+        self.null = False  # the judge's null arm: no candidate, `_null_entry` per template
+        self.in_memory = False  # the judge reads outputs from this process's memory
+        self.held: Any = None  # the last output, alive until the judge has read it
 
     def op_hello(self, msg: dict[str, Any]) -> dict[str, Any]:
         cpus = msg.get("cpus")
@@ -73,14 +137,22 @@ class Worker:
         if arena:  # mapped before candidate code exists; the descriptors are closed at once
             self.inputs = _map(int(arena["in_fd"]), int(arena["in_size"]), writable=False)
             self.outputs = _map(int(arena["out_fd"]), int(arena["out_size"]), writable=True)
+            self.in_area = np.frombuffer(self.inputs, dtype=np.uint8)
         mb = min(int(msg.get("prefault_mb") or 0), 4096)
         if mb > 0:
             # Grow and touch the heap once, before timing and before candidate code: with
             # trimming off the pages stay, so timed calls never pay for first-touch faults.
             chunks = [np.ones(1 << 19) for _ in range(mb // 4)]  # 4 MiB each, below mmap
             del chunks
+        # Bytes at a known address: the judge tries to read them to choose how outputs travel.
+        self.held = np.frombuffer(b"optarena-probe-" + os.urandom(17), dtype=np.uint8).copy()
+        probe = {
+            "address": self.held.__array_interface__["data"][0],
+            "hex": self.held.tobytes().hex(),
+        }
         return {
             "ok": True,
+            "probe": probe,
             "pid": os.getpid(),
             "python": sys.version.split()[0],
             "numpy": np.__version__,
@@ -90,7 +162,11 @@ class Worker:
 
     def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Load the entry: a Python module, or a C file compiled here first (see `_native`);
-        a `device = cuda` entry is wrapped to run and be timed on the GPU."""
+        a `device = cuda` entry is wrapped to run and be timed on the GPU. `null`: load no
+        candidate at all (the judge's null arm)."""
+        if msg.get("null"):
+            self.null = True
+            return {"ok": True}
         path = Path(msg["file"])
         if not path.is_file():
             return {"ok": False, "code": "entry_missing", "error": f"{msg['file']} not found"}
@@ -107,6 +183,7 @@ class Worker:
                 "worker": globals(),
                 "Worker": vars(Worker),
                 "wire": vars(wire),
+                "run": vars(run),
                 "native": vars(native),
                 "CEntry": vars(native.CEntry),
                 "CudaEntry": vars(native.CudaEntry),
@@ -214,6 +291,120 @@ class Worker:
         np.copyto(dst, out, casting="no")
         return info
 
+    def op_bind(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Describe the calls of template `msg["template"]` (untimed, once per workload): the
+        views of the input area they take and which arguments are scalars."""
+        try:
+            args = [self._input(a) for a in msg["args"]]
+            kwargs = {k: self._input(v) for k, v in msg["kwargs"].items()}
+            null = msg.get("null_output")
+            if self.null and null is not None:
+                fn = _null_entry(np.zeros(tuple(null["shape"]), dtype=np.dtype(null["dtype"])))
+            elif self.fn is not None and not self.null:
+                fn = self.fn
+            else:
+                raise ValueError("nothing loaded to bind")
+            self.templates[int(msg["template"])] = Template(fn, args, kwargs, msg["scalars"])
+            self.in_memory = bool(msg.get("in_memory"))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            return {"ok": False, "code": "protocol", "error": f"bad bind message: {e}"}
+        return {"ok": True}
+
+    def run(self, fd_in: int, fd_out: int, head: bytes) -> None:
+        """A run of calls of one template, each released by a go frame (see `_run`).
+
+        This is the whole timed path, and it is kept to what any loop must do: call, answer
+        with the output's header (where its bytes are: the judge reads them itself), block for
+        the next go frame. Nothing else happens between the frames; the aliasing check, the
+        guard's findings and the namespaces are the judge's business or asked for after the
+        run. (A loop the candidate wrote in place of this one would save at most the few
+        attribute reads below: the verdict's time does not depend on this code.)"""
+        _, index, calls, t, m = run.GO.unpack(head + _read_exact(fd_in, run.GO.size - 4))
+        tmpl = self.templates.get(t)
+        if tmpl is None or m != len(tmpl.slots):
+            self._run_reply(fd_out, index, {"ok": False, "code": "protocol", "error": "bad go"})
+            return
+        size = run.GO.size + 8 * m
+        fn, args, kwargs = tmpl.fn, tmpl.args, tmpl.kwargs
+        if m:
+            args, kwargs = tmpl.with_scalars(_read_exact(fd_in, 8 * m))
+        pack, shapes, plain = run.OUT.pack, run.SHAPES, _PLAIN
+        in_memory, magic, status, go = (
+            self.in_memory,
+            run.OUT_MAGIC,
+            run.STATUS_IN_MEMORY,
+            run.GO_MAGIC,
+        )
+        ndarray, write, read = np.ndarray, os.write, os.read
+        while True:
+            try:
+                out = fn(*args, **kwargs)
+            except SystemExit as e:
+                detail = f"SystemExit({e.code!r}) during the call"
+                self._run_reply(fd_out, index, {"ok": False, "code": "exited", "error": detail})
+                return
+            except BaseException:
+                code = guard.error_code(sys.exc_info()[1])
+                error = traceback.format_exc(limit=8)
+                self._run_reply(fd_out, index, {"ok": False, "code": code, "error": error})
+                return
+            dt = plain.get(out.dtype.str) if type(out) is ndarray else None
+            if in_memory and dt is not None and out.flags.c_contiguous and out.ndim <= 32:
+                self.held = out  # alive until the judge has read it
+                address = out.__array_interface__["data"][0]
+                header = pack(magic, index, out.nbytes, address, status, out.ndim, 0, dt)
+                write(fd_out, header + shapes[out.ndim].pack(*out.shape))
+            elif not self._deliver(fd_out, index, out):
+                return
+            index += 1
+            if index >= calls:
+                return
+            frame = read(fd_in, size)
+            if len(frame) != size:
+                frame += _read_exact(fd_in, size - len(frame)) if frame else b""
+            if len(frame) != size or not frame.startswith(go):
+                self._run_reply(fd_out, index, {"ok": False, "code": "protocol", "error": "go?"})
+                return
+            if m:
+                args, kwargs = tmpl.with_scalars(frame[run.GO.size :])
+
+    def _deliver(self, fd: int, index: int, out: Any) -> bool:
+        """The output frame of a call the fast path did not take: a non-contiguous array (made
+        contiguous: the candidate's cost), bytes through the pipe where the judge cannot read
+        this process's memory, else (no plain array at all) a wire reply that says what."""
+        if type(out) is np.ndarray and out.dtype.str in _PLAIN and out.ndim <= run.MAX_NDIM:
+            if not out.flags.c_contiguous:
+                out = np.ascontiguousarray(out)
+            if self.in_memory:
+                self.held = out
+                address = out.__array_interface__["data"][0]
+                header = run.out_header(
+                    index, out.nbytes, address, run.STATUS_IN_MEMORY, out.shape, 0, out.dtype.str
+                )
+                os.write(fd, header)
+                return True
+            area = self.in_area
+            aliases = (
+                area is not None and np.may_share_memory(out, area) and np.shares_memory(out, area)
+            )
+            header = run.out_header(
+                index, out.nbytes, 0, run.STATUS_ARRAY, out.shape, int(aliases), out.dtype.str
+            )
+            _write_all(fd, [header, out.reshape(-1).view(np.uint8)])
+            return True
+        reply = {"ok": True, "output": _describe(out), "aliases": False, "lazy": None}
+        reply["lazy"] = guard.lazy_reason(out)
+        self._run_reply(fd, index, reply)
+        return False
+
+    def _run_reply(self, fd: int, index: int, reply: dict[str, Any]) -> None:
+        reply["violations"] = self.findings(full=False)
+        wire._write_all(fd, run.out_header(index, 0, 0, run.STATUS_FRAME, (), 0, ""))
+        try:
+            wire.send(fd, reply)
+        except ValueError:  # NaN in a message the candidate shaped: say so without it
+            wire.send(fd, {"ok": False, "code": "protocol", "error": "unsendable reply"})
+
     def op_settle(self, msg: dict[str, Any]) -> dict[str, Any]:
         """A pause at the end of a phase, after which the guard reports what it saw."""
         time.sleep(min(max(float(msg.get("delay_s", 0.05)), 0.0), 1.0))
@@ -261,7 +452,11 @@ def main(argv: list[str]) -> int:
     worker = Worker()
     while True:
         try:
-            msg = wire.recv(fd_in, from_judge=True)
+            head = _read_exact(fd_in, 4)
+            if head == run.GO_MAGIC:
+                worker.run(fd_in, fd_out, head)
+                continue
+            msg = wire.recv(fd_in, from_judge=True, prefix=head)
         except wire.WireClosed:
             return 0
         op = msg.get("op")
@@ -273,7 +468,10 @@ def main(argv: list[str]) -> int:
             reply: dict[str, Any] = {"ok": False, "code": "protocol", "error": f"unknown op {op!r}"}
         else:
             reply = handler(msg)
-        reply["violations"] = worker.findings(full=op != "call")
+        # The namespaces are compared where a phase ends (load, settle): every reply's findings
+        # are read by the judge, but a finding is reported once, so comparing them in a reply
+        # the judge reads less carefully would use it up.
+        reply["violations"] = worker.findings(full=op in ("load", "settle", "hello"))
         reply["id"] = msg.get("id")  # a reply forged by the candidate must guess this
         wire.send(fd_out, reply)
 

@@ -145,6 +145,7 @@ def recv(
     *,
     max_bytes: int = MAX_ARRAY_BYTES,
     from_judge: bool = False,
+    prefix: bytes = b"",
 ) -> Any:
     """Read one frame; raise only `WireError` (`WireTimeout`, `WireClosed`) for a bad one.
 
@@ -152,11 +153,13 @@ def recv(
     the total size of its arrays. `from_judge` is the worker reading the judge's requests: only
     the judge holds the write end of that pipe, so the frame is parsed as plain JSON, without
     the hostile-input checks (they cost the worker ~100 us per request, CPU that the judge
-    counts against every timed call and that would dilute every ratio)."""
+    counts against every timed call and that would dilute every ratio). `prefix`: the frame's
+    first bytes, already read by the caller (the worker peeks at four to tell a go frame)."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    prefix = bytearray(_PREFIX.size)
-    _read_into(fd, memoryview(prefix), deadline)
-    magic, hlen, count = _PREFIX.unpack(prefix)
+    head = bytearray(_PREFIX.size)
+    head[: len(prefix)] = prefix
+    _read_into(fd, memoryview(head)[len(prefix) :], deadline)
+    magic, hlen, count = _PREFIX.unpack(head)
     if magic != MAGIC:
         raise WireError("malformed frame prefix (bad magic)")
     if hlen > MAX_HEADER:

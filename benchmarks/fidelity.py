@@ -1,0 +1,327 @@
+"""Is the judge's number the code's speed? Its ratios beside in-process timing, in one run.
+
+For every built-in CPU task it builds candidates whose in-process ratio to the baseline is
+known by construction, and measures each pair twice, side by side:
+
+- in-process: both entries in one fresh interpreter, timed on the process CPU clock around
+  each call in interleaved blocks on the same fresh inputs (`_inprocess.py`: what pyperf or
+  timeit would report);
+- by the judge: the paired protocol of `optarena compare`, at the task's budget.
+
+Candidates: the baseline's work done twice (`2x`), the baseline plus 10% and 3% (it spins on
+its thread's CPU clock for that share of the time the baseline's computation took), and the
+task's optimized control. It prints per task and candidate: the true (in-process) ratio, the
+judge's ratio with its interval and verdict, fidelity = log(judge) / log(true) (1: the judge
+sees the whole effect; 0.5: half of it), and seconds per comparison. Then, with `--runs N`,
+the planted-slowdown detection rates (A/A false verdicts, +5% and +3% read `regressed`) over
+N comparisons each, from `judge_noise.py`.
+
+    python benchmarks/fidelity.py                          # every CPU task, task budgets
+    python benchmarks/fidelity.py --tasks rmsnorm --runs 20 --neighbour   # under load
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from judge_noise import PLANTED, paired, planted_candidate
+
+from optarena.judge._arms import copy_arm
+from optarena.judge._correctness import derive_seed
+from optarena.judge._measure import Measurement, MeasurePlan
+from optarena.tasks import BUILTIN_DIR, Task, load_task, unmet_requirements
+
+HERE = Path(__file__).resolve().parent
+KINDS = ("2x", "+10%", "+3%", "optimized")
+
+TWICE_PY = """
+
+# --- the baseline's work, twice (benchmarks/fidelity.py) ---
+_fidelity_once = {entry}
+
+
+def {entry}(*args, **kwargs):
+    _fidelity_once(*args, **kwargs)
+    return _fidelity_once(*args, **kwargs)
+"""
+
+C_WRAP = """
+#define _POSIX_C_SOURCE 199309L
+#include <time.h>
+#define {entry} {entry}_base
+{source}
+#undef {entry}
+
+static double fidelity_cpu(void) {{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}}
+
+void {entry}({params}) {{
+    double t0 = fidelity_cpu();
+    {entry}_base({args});
+    double spent = fidelity_cpu() - t0;
+    for (int i = 0; i < {repeat}; i++) {{
+        __asm__ volatile("" ::: "memory");
+        {entry}_base({args});
+    }}
+    double until = fidelity_cpu() + {fraction} * spent;
+    while (fidelity_cpu() < until) {{ }}
+}}
+"""
+
+
+def _c_signature(task: Task) -> tuple[str, str]:
+    """(parameter list, argument list) of the C entry, from its baseline's definition."""
+    src = (task.baseline_dir / task.spec.entry.file).read_text()
+    head = src.split(task.spec.entry.function + "(", 1)[1].split(")", 1)[0]
+    params = " ".join(head.split())
+    args = ", ".join(p.replace("*", " ").split()[-1] for p in params.split(","))
+    return params, args
+
+
+def candidate(task: Task, kind: str, dest: Path) -> Path | None:
+    """A candidate of known in-process ratio to the baseline (None: the task has no such)."""
+    if kind == "optimized":
+        src = task.root / "controls" / "optimized"
+        return copy_arm(task, src, dest) if src.is_dir() else None
+    fraction = {"2x": 0.0, "+10%": 0.10, "+3%": 0.03}[kind]
+    entry = task.spec.entry
+    if entry.language != "c":
+        if kind == "2x":
+            copy_arm(task, task.baseline_dir, dest)
+            path = dest / entry.file
+            path.write_text(path.read_text() + TWICE_PY.format(entry=entry.function))
+            return dest
+        return planted_candidate(task, fraction, dest)
+    params, args = _c_signature(task)
+    copy_arm(task, task.baseline_dir, dest)
+    path = dest / entry.file
+    path.write_text(
+        C_WRAP.format(
+            entry=entry.function,
+            source=path.read_text(),
+            params=params,
+            args=args,
+            repeat=1 if kind == "2x" else 0,
+            fraction=fraction,
+        )
+    )
+    return dest
+
+
+def in_process(task: Task, a: Path, b: Path, seconds: float, seed: int) -> dict[str, Any]:
+    cpu = max(os.sched_getaffinity(0))
+    argv = [sys.executable, str(HERE / "_inprocess.py"), str(task.root), str(a), str(b)]
+    argv += [str(seconds), str(seed), str(cpu)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"in-process timing failed: {done.stderr[-2000:]}")
+    per = json.loads(done.stdout)
+    ratios = [row["ratio"] for row in per.values()]
+    return {
+        "workloads": per,
+        "overall": math.exp(statistics.fmean(math.log(r) for r in ratios)),
+    }
+
+
+@dataclass
+class Row:
+    task: str
+    kind: str
+    true_ratio: float
+    judge_ratio: float | None
+    judge_ci: list[float] | None
+    verdict: str
+    fidelity: float | None
+    seconds: float
+    null_share: float | None  # the null arm's cost per call / the baseline's (median)
+
+
+def judged(task: Task, a: Path, b: Path, budget: float | None, seed: int, work: Path) -> Any:
+    plan = MeasurePlan.from_task(task, budget_s=budget)
+    t0 = time.monotonic()
+    out = Measurement(task, (a, b), plan, seed, stream=0, log_dir=work).run(
+        {"a": "baseline", "b": "candidate"}
+    )
+    return out, time.monotonic() - t0
+
+
+def fidelity_rows(task: Task, args: argparse.Namespace, console: Console) -> list[Row]:
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="optarena-fidelity-") as tmp:
+        root = Path(tmp)
+        base = copy_arm(task, task.baseline_dir, root / "base")
+        for kind in args.kinds:
+            cand = candidate(task, kind, root / f"cand-{kind.strip('+%')}")
+            if cand is None:
+                continue
+            seed = derive_seed(args.seed, len(rows), 0xF1D)
+            truth = in_process(task, base, cand, args.inprocess_s, seed)
+            work = root / f"w{len(rows)}"
+            work.mkdir()
+            out, seconds = judged(task, base, cand, args.budget_s, seed, work)
+            if out.comparison is None:
+                rows.append(Row(task.id, kind, truth["overall"], None, None,
+                                f"failed: {out.failure}", None, seconds, None))  # fmt: skip
+                continue
+            c = out.comparison
+            ratio = c.overall.ratio
+            fid = None
+            if ratio is not None and abs(math.log(truth["overall"])) > 1e-3:
+                fid = math.log(ratio) / math.log(truth["overall"])
+            shares = [
+                w.median_null_ns / w.median_a_ns
+                for w in c.workloads
+                if w.median_null_ns is not None and w.median_a_ns
+            ]
+            rows.append(
+                Row(task.id, kind, truth["overall"], ratio, c.overall.ratio_ci,
+                    c.overall.verdict, fid, seconds,
+                    statistics.median(shares) if shares else None)
+            )  # fmt: skip
+            console.log(
+                f"{task.id} {kind}: in-process {truth['overall']:.3f}, judge "
+                f"{ratio if ratio is not None else float('nan'):.3f} {c.overall.ratio_ci} "
+                f"({c.overall.verdict}, {seconds:.0f} s, clock {c.clock})"
+            )
+    return rows
+
+
+def detection(task: Task, args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    """A/A false verdicts and planted-slowdown detection over `--runs` comparisons each."""
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="optarena-detect-") as tmp:
+        root = Path(tmp)
+        base = copy_arm(task, task.baseline_dir, root / "base")
+        conditions = [("A/A", copy_arm(task, task.baseline_dir, root / "copy"))]
+        for f in args.fractions:
+            conditions.append((f"+{f:.0%}", planted_candidate(task, f, root / f"p{f}")))
+        for name, other in conditions:
+            verdicts, ratios = [], []
+            for i in range(args.runs):
+                work = root / f"{name.strip('+%/')}{i}"
+                work.mkdir()
+                run = paired(task, (base, other), args.budget_s, derive_seed(args.seed, i), work)
+                verdicts.append(run.verdict)
+                if run.ratio is not None:
+                    ratios.append(run.ratio)
+                console.log(f"{task.id} {name} #{i + 1}: {run.verdict} {run.ratio}")
+            hits = (
+                sum(v in ("improved", "regressed") for v in verdicts)
+                if name == "A/A"
+                else sum(v == "regressed" for v in verdicts)
+            )
+            out[name] = {
+                "hits": hits,
+                "runs": len(verdicts),
+                "wrong_sign": sum(v == "improved" for v in verdicts) if name != "A/A" else 0,
+                "median_ratio": statistics.median(ratios) if ratios else None,
+            }
+    return out
+
+
+@contextlib.contextmanager
+def neighbour(on: bool) -> Iterator[None]:
+    """A CPU-burning process beside the benchmark (not pinned: the scheduler places it)."""
+    if not on:
+        yield
+        return
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def render(rows: list[Row]) -> Table:
+    title = "fidelity: the judge's ratio against in-process timing"
+    table = Table(title=title, header_style="bold")
+    left = ("task", "candidate", "verdict")
+    for col in ("task", "candidate", "in-process", "judge (95% interval)", "verdict",
+                "fidelity", "null/base", "s"):  # fmt: skip
+        table.add_column(col, justify="left" if col in left else "right")
+    for r in rows:
+        judge = "-" if r.judge_ratio is None else f"{r.judge_ratio:.3f}"
+        if r.judge_ci:
+            judge += f" ({r.judge_ci[0]:.3f}..{r.judge_ci[1]:.3f})"
+        table.add_row(
+            r.task,
+            r.kind,
+            f"{r.true_ratio:.3f}",
+            judge,
+            r.verdict,
+            "-" if r.fidelity is None else f"{r.fidelity:.2f}",
+            "-" if r.null_share is None else f"{r.null_share:.2f}",
+            f"{r.seconds:.0f}",
+        )
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    cpu_tasks = [
+        p.name
+        for p in sorted(BUILTIN_DIR.iterdir())
+        if (p / "task.toml").is_file() and not unmet_requirements(load_task(p).spec.requirements)
+    ]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tasks", default=",".join(cpu_tasks))
+    ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--budget-s", type=float, default=None, help="judge budget (task's)")
+    ap.add_argument("--inprocess-s", type=float, default=4.0, help="in-process s per workload")
+    ap.add_argument("--runs", type=int, default=0, help="detection comparisons per condition")
+    ap.add_argument("--detect-tasks", default="rmsnorm,softmax")
+    ap.add_argument("--fractions", default="0.03,0.05")
+    ap.add_argument("--neighbour", action="store_true", help="a CPU-burning process beside")
+    ap.add_argument("--seed", type=int, default=20261205)
+    ap.add_argument("--json", type=Path, help="write every figure here too")
+    args = ap.parse_args(argv)
+    args.kinds = [k for k in args.kinds.split(",") if k]
+    args.fractions = [float(f) for f in args.fractions.split(",") if f]
+    console = Console(stderr=True)
+    report: dict[str, Any] = {"neighbour": args.neighbour, "rows": [], "detection": {}}
+    with neighbour(args.neighbour):
+        load0 = os.getloadavg()[0]
+        rows: list[Row] = []
+        for tid in args.tasks.split(","):
+            rows += fidelity_rows(load_task(BUILTIN_DIR / tid), args, console)
+        report["rows"] = [asdict(r) for r in rows]
+        if args.runs:
+            for tid in args.detect_tasks.split(","):
+                report["detection"][tid] = detection(load_task(BUILTIN_DIR / tid), args, console)
+        report["load"] = [load0, os.getloadavg()[0]]
+    out = Console()
+    out.print(render(rows))
+    for tid, d in report["detection"].items():
+        out.print(f"{tid}: " + ", ".join(
+            f"{k} {v['hits']}/{v['runs']}" + (f" (median {v['median_ratio']:.3f})"
+                                               if v["median_ratio"] else "")
+            for k, v in d.items()))  # fmt: skip
+    out.print(f"load average {report['load'][0]:.2f} at start, {report['load'][1]:.2f} at end")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    _ = PLANTED  # the planted slowdown's source, shared with judge_noise.py
+    sys.exit(main())

@@ -1,0 +1,256 @@
+"""A seccomp filter for candidate workers: system calls a numeric kernel never needs are refused.
+
+Why: the judge's clocks are the kernel's accounting of the worker's cgroup, and kernels without
+`CONFIG_IRQ_TIME_ACCOUNTING` charge interrupt and softirq work to whatever task is on the CPU.
+A candidate that can make the kernel work *later*, while it is frozen and the other arm runs on
+the shared CPU, bills the other arm: the attack that read `improved` for a copy of the baseline
+built a network namespace in a new user namespace, a veth pair and a paced qdisc, so packets
+were processed during the baseline's calls. Each such lever is a system call, so the filter
+refuses the families that give one, and a few more that give a way around the other measures:
+
+- new namespaces (`unshare`, `setns`, `clone` with a namespace flag; `clone3`, whose flags the
+  filter cannot read, answers ENOSYS so the C library falls back to `clone`): no user namespace,
+  hence no capabilities over a network stack of its own;
+- kernel timers that fire while the worker is frozen (`timer_create`, `timerfd_create`) and
+  asynchronous kernel work (`io_uring_*`, `userfaultfd`, `bpf`, `perf_event_open`);
+- keyrings (`add_key`, `request_key`, `keyctl`): a uid's keyring outlives the worker and would
+  carry state to the next judgement that draws the same uid;
+- page-moving copies (`splice`, `vmsplice`, `tee`, `sendfile`): the timed call path delivers
+  each output through a pipe, and these would let a candidate skip the copy every honest
+  output pays (`sendfile` answers ENOSYS, on which `shutil` falls back to read and write);
+- other processes and the system (`ptrace`, `process_vm_*`, `pidfd_getfd`, mounts, modules,
+  `open_by_handle_at`, `kexec_*`, `reboot`, swap, accounting, `syslog`);
+- packet and netlink sockets.
+
+Refused calls fail with EPERM (ENOSYS where noted); nothing is killed, so an honest candidate
+that tries one sees an ordinary error. Non-native system call ABIs (int 0x80, x32) are refused
+whole. The filter is installed last, in the worker, after no-new-privileges, and is inherited by
+everything the worker starts; it cannot be removed. On an architecture without a table here the
+sandbox reports `seccomp: unavailable`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import platform
+import struct
+from dataclasses import dataclass
+
+from optarena.sandbox import _linux
+
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+_RET_ALLOW = 0x7FFF0000
+_RET_ERRNO = 0x00050000
+_LD_ABS_W = 0x20
+_JEQ = 0x15
+_JGE = 0x35
+_JSET = 0x45
+_RET = 0x06
+_OFF_NR, _OFF_ARCH, _OFF_ARG0 = 0, 4, 16
+
+# Every namespace flag: CLONE_NEWTIME, NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET.
+CLONE_NAMESPACES = 0x00000080 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000
+CLONE_NAMESPACES |= 0x10000000 | 0x20000000 | 0x40000000
+AF_NETLINK, AF_PACKET = 16, 17
+
+# Numbers from the generic table (>= 424) are the same on every architecture.
+_GENERIC = {
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "clone3": 435,
+    "pidfd_getfd": 438,
+    "mount_setattr": 442,
+}
+_X86_64 = {
+    "clone": 56,
+    "unshare": 272,
+    "setns": 308,
+    "add_key": 248,
+    "request_key": 249,
+    "keyctl": 250,
+    "bpf": 321,
+    "perf_event_open": 298,
+    "userfaultfd": 323,
+    "ptrace": 101,
+    "process_vm_readv": 310,
+    "process_vm_writev": 311,
+    "splice": 275,
+    "tee": 276,
+    "vmsplice": 278,
+    "sendfile": 40,
+    "timer_create": 222,
+    "timerfd_create": 283,
+    "mount": 165,
+    "umount2": 166,
+    "pivot_root": 155,
+    "chroot": 161,
+    "init_module": 175,
+    "finit_module": 313,
+    "delete_module": 176,
+    "kexec_load": 246,
+    "kexec_file_load": 320,
+    "open_by_handle_at": 304,
+    "name_to_handle_at": 303,
+    "acct": 163,
+    "swapon": 167,
+    "swapoff": 168,
+    "reboot": 169,
+    "syslog": 103,
+    "quotactl": 179,
+    "socket": 41,
+    **_GENERIC,
+}
+_AARCH64 = {
+    "clone": 220,
+    "unshare": 97,
+    "setns": 268,
+    "add_key": 217,
+    "request_key": 218,
+    "keyctl": 219,
+    "bpf": 280,
+    "perf_event_open": 241,
+    "userfaultfd": 282,
+    "ptrace": 117,
+    "process_vm_readv": 270,
+    "process_vm_writev": 271,
+    "splice": 76,
+    "tee": 77,
+    "vmsplice": 75,
+    "sendfile": 71,
+    "timer_create": 107,
+    "timerfd_create": 85,
+    "mount": 40,
+    "umount2": 39,
+    "pivot_root": 41,
+    "chroot": 51,
+    "init_module": 105,
+    "finit_module": 273,
+    "delete_module": 106,
+    "kexec_load": 104,
+    "kexec_file_load": 294,
+    "open_by_handle_at": 265,
+    "name_to_handle_at": 264,
+    "acct": 89,
+    "swapon": 224,
+    "swapoff": 225,
+    "reboot": 142,
+    "syslog": 116,
+    "quotactl": 60,
+    "socket": 198,
+    **_GENERIC,
+}
+
+
+@dataclass(frozen=True)
+class Arch:
+    audit: int
+    table: dict[str, int]
+    x32_bit: int | None = None  # x86_64: numbers with this bit set are the x32 ABI
+
+
+ARCHES = {
+    "x86_64": Arch(0xC000003E, _X86_64, x32_bit=0x40000000),
+    "aarch64": Arch(0xC00000B7, _AARCH64),
+}
+
+ENOSYS_CALLS = ("clone3", "sendfile")
+SPECIAL_CALLS = ("clone", "socket")  # refused depending on an argument
+DENIED_CALLS = tuple(n for n in _X86_64 if n not in (*ENOSYS_CALLS, *SPECIAL_CALLS))
+
+
+def native_arch() -> Arch | None:
+    return ARCHES.get(platform.machine())
+
+
+def program(arch: Arch) -> list[tuple[int, int, int, int]]:
+    """The filter as (code, jt, jf, k) instructions (pure: tested without installing it)."""
+    code: list[tuple[int, str | None, str | None, int]] = []
+    labels: dict[str, int] = {}
+
+    def emit(op: int, k: int, jt: str | None = None, jf: str | None = None) -> None:
+        code.append((op, jt, jf, k))
+
+    def label(name: str) -> None:
+        labels[name] = len(code)
+
+    emit(_LD_ABS_W, _OFF_ARCH)
+    emit(_JEQ, arch.audit, jt="native", jf="eperm")
+    label("native")
+    emit(_LD_ABS_W, _OFF_NR)
+    if arch.x32_bit is not None:
+        emit(_JGE, arch.x32_bit, jt="eperm", jf="next0")
+        label("next0")
+    for i, name in enumerate(DENIED_CALLS):
+        emit(_JEQ, arch.table[name], jt="eperm", jf=f"d{i}")
+        label(f"d{i}")
+    for i, name in enumerate(ENOSYS_CALLS):
+        emit(_JEQ, arch.table[name], jt="enosys", jf=f"e{i}")
+        label(f"e{i}")
+    emit(_JEQ, arch.table["clone"], jt="clone", jf="c0")
+    label("c0")
+    emit(_JEQ, arch.table["socket"], jt="socket", jf="allow")
+    label("allow")
+    emit(_RET, _RET_ALLOW)
+    label("clone")
+    emit(_LD_ABS_W, _OFF_ARG0)  # the low half of the flags (every namespace flag is there)
+    emit(_JSET, CLONE_NAMESPACES, jt="eperm", jf="allow2")
+    label("allow2")  # BPF jumps only forward: each block has its own return
+    emit(_RET, _RET_ALLOW)
+    label("socket")
+    emit(_LD_ABS_W, _OFF_ARG0)
+    emit(_JEQ, AF_PACKET, jt="eperm", jf="s1")
+    label("s1")
+    emit(_JEQ, AF_NETLINK, jt="eperm", jf="allow3")
+    label("allow3")
+    emit(_RET, _RET_ALLOW)
+    label("eperm")
+    emit(_RET, _RET_ERRNO | errno.EPERM)
+    label("enosys")
+    emit(_RET, _RET_ERRNO | errno.ENOSYS)
+
+    out = []
+    for i, (op, jt, jf, k) in enumerate(code):
+        t = 0 if jt is None else labels[jt] - i - 1
+        f = 0 if jf is None else labels[jf] - i - 1
+        if not (0 <= t <= 255 and 0 <= f <= 255):
+            raise ValueError("seccomp program: a jump out of range")  # a bug, caught by tests
+        out.append((op, t, f, k))
+    return out
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install() -> None:
+    """Install the filter in this process (after PR_SET_NO_NEW_PRIVS). Raises OSError."""
+    arch = native_arch()
+    if arch is None:
+        raise OSError(errno.ENOSYS, f"no seccomp table for {platform.machine()}")
+    prog = program(arch)
+    raw = b"".join(struct.pack("=HBBI", op, jt, jf, k) for op, jt, jf, k in prog)
+    buf = ctypes.create_string_buffer(raw, len(raw))
+    fprog = _SockFprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
+    _linux.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+
+
+def why_unavailable() -> str | None:
+    """None if the filter can be installed on this machine, else why not (probe)."""
+    if native_arch() is None:
+        return f"no system call table for {platform.machine()}"
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            if not any(line.startswith("Seccomp:") for line in f):
+                return "the kernel has no seccomp support"
+    except OSError as e:
+        return f"cannot read /proc/self/status: {e.strerror}"
+    return None

@@ -1,0 +1,160 @@
+"""The worker's seccomp filter and cpuset: what a candidate could use to bill the other arm.
+
+The attack that read `improved` for a copy of the baseline created a user and a network
+namespace, built a paced routing loop and moved itself off the shared CPU, so that softirq work
+ran (and was charged) during the other arm's calls. Each lever is checked here from inside a
+sandboxed process, with the measure on and, as a control, off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from optarena.sandbox import Sandbox, SandboxPolicy, probe
+from optarena.sandbox._process import ResourceLimits
+from optarena.sandbox._seccomp import ARCHES, native_arch, program, why_unavailable
+
+PROBE = textwrap.dedent(
+    r"""
+    import ctypes, errno, json, os, socket, subprocess, threading
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    X86 = os.uname().machine == "x86_64"
+    NR = {  # x86_64, aarch64
+        "add_key": (248, 217), "keyctl": (250, 219), "timer_create": (222, 107),
+        "timerfd_create": (283, 85), "io_uring_setup": (425, 425), "bpf": (321, 280),
+        "perf_event_open": (298, 241), "clone3": (435, 435), "vmsplice": (278, 75),
+        "userfaultfd": (323, 282),
+    }
+    out = {}
+    def call(name, *args):
+        r = libc.syscall(NR[name][0 if X86 else 1], *args)
+        out[name] = "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+    out["unshare_user_net"] = (
+        "ok" if libc.unshare(0x10000000 | 0x40000000) == 0
+        else errno.errorcode.get(ctypes.get_errno(), "?")
+    )
+    call("add_key", b"user", b"optarena-test", b"v", 1, ctypes.c_long(-4))
+    call("keyctl", 0, ctypes.c_long(-4), 0)  # KEYCTL_GET_KEYRING_ID of the user keyring
+    call("timer_create", 1, None, ctypes.byref(ctypes.c_int()))
+    call("timerfd_create", 1, 0)
+    call("io_uring_setup", 4, ctypes.byref((ctypes.c_char * 120)()))
+    call("bpf", 0, None, 0)
+    call("userfaultfd", 0)
+    call("clone3", None, 0)
+    call("vmsplice", 1, None, 0, 0)
+    try:
+        socket.socket(17, socket.SOCK_RAW).close()
+        out["packet_socket"] = "ok"
+    except OSError as e:
+        out["packet_socket"] = errno.errorcode.get(e.errno, "?")
+    t = threading.Thread(target=lambda: None); t.start(); t.join()
+    out["thread"] = "ok"
+    out["subprocess"] = subprocess.run(["true"]).returncode
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    out["fork"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    try:
+        os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    except OSError as e:
+        out["setaffinity"] = errno.errorcode.get(e.errno, "?")
+    out["affinity"] = sorted(os.sched_getaffinity(0))
+    print(json.dumps(out))
+    """
+)
+
+
+def _run(tmp_path: Path, policy: SandboxPolicy, cpus: list[int] | None = None) -> dict:
+    workdir = tmp_path / f"w{len(list(tmp_path.iterdir()))}"
+    workdir.mkdir()
+    sb = Sandbox(workdir, ResourceLimits(address_space_mb=2048, processes=16), policy, cpus=cpus)
+    try:
+        proc = sb.spawn(
+            [sys.executable, "-c", PROBE],
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err.decode()
+        result = json.loads(out)
+        result["report"] = sb.report()
+        return result
+    finally:
+        sb.close()
+
+
+def test_every_jump_of_the_filter_is_forward_and_in_range() -> None:
+    for arch in ARCHES.values():
+        prog = program(arch)
+        assert 0 < len(prog) < 200
+        for i, (op, jt, jf, _) in enumerate(prog):
+            assert i + 1 + max(jt, jf) < len(prog) or op == 0x06  # a return jumps nowhere
+        assert prog[-1][0] == 0x06  # the program cannot fall off its end
+
+
+needs_seccomp = pytest.mark.skipif(
+    native_arch() is None or why_unavailable() is not None, reason="no seccomp here"
+)
+
+
+@needs_seccomp
+def test_the_levers_of_the_softirq_attack_are_refused_and_ordinary_work_is_not(
+    tmp_path: Path,
+) -> None:
+    r = _run(tmp_path, SandboxPolicy())
+    assert r["report"]["seccomp"].startswith("filter")
+    for name in (
+        "unshare_user_net",
+        "add_key",
+        "keyctl",
+        "timer_create",
+        "timerfd_create",
+        "io_uring_setup",
+        "bpf",
+        "userfaultfd",
+        "vmsplice",
+        "packet_socket",
+    ):
+        assert r[name] == "EPERM", (name, r[name])
+    assert r["clone3"] == "ENOSYS"  # the C library falls back to clone, whose flags are read
+    assert (r["thread"], r["subprocess"], r["fork"]) == ("ok", 0, 7)
+
+
+@needs_seccomp
+def test_control_without_the_filter_a_new_user_namespace_is_allowed(tmp_path: Path) -> None:
+    r = _run(tmp_path, replace(SandboxPolicy(), seccomp=False))
+    assert r["report"]["seccomp"] == "off"
+    if probe().root or Path("/proc/sys/user/max_user_namespaces").read_text().strip() != "0":
+        assert r["unshare_user_net"] == "ok"
+    assert r["add_key"] == "ok" or r["add_key"] != "EPERM"
+
+
+cpusets = pytest.mark.skipif(
+    probe().cgroups.why_not.get("cpuset") is not None or len(os.sched_getaffinity(0)) < 2,
+    reason="no cpuset cgroup or a single CPU",
+)
+
+
+@cpusets
+def test_a_pinned_worker_cannot_leave_its_cpu(tmp_path: Path) -> None:
+    cpu = max(os.sched_getaffinity(0))
+    r = _run(tmp_path, SandboxPolicy(), cpus=[cpu])
+    assert r["report"]["cpuset"] == f"cpus {cpu}"
+    assert r["affinity"] == [cpu]
+
+
+@cpusets
+def test_control_without_the_cpuset_the_worker_moves_itself(tmp_path: Path) -> None:
+    cpu = max(os.sched_getaffinity(0))
+    r = _run(tmp_path, replace(SandboxPolicy(), cpuset=False), cpus=[cpu])
+    assert len(r["affinity"]) > 1
