@@ -4,14 +4,16 @@ The ledger row is inserted as `running` before anything happens, and finished ex
 `complete` in one transaction with everything (record, judgement, artifact references, the
 metered model calls), or `interrupted` (the start record plus the error, and the calls the
 proxy logged so far) when anything stops the trial, including Ctrl-C and SIGTERM. A `kill -9`
-leaves the row `running` until the next `Ledger.open`, which finds its process gone and marks
-it interrupted. Every runner's model calls are metered (`optarena.agents.run_metered`); the
-trial's files follow one documented layout (`optarena.records.TrialPaths`).
+leaves the row `running` until the next command that runs trials recovers (`Ledger.reconcile`,
+its first step), which finds its process gone and marks it interrupted. Every runner's model
+calls are metered (`optarena.agents.run_metered`); the trial's files follow one documented
+layout (`optarena.records.TrialPaths`).
 The agent's status and the judge's verdict are separate: a timed-out or crashed agent's
 delivered files are judged like any other.
 
-The agent runs in an agent sandbox (`optarena.sandbox.AgentSandbox`) that hides the ledger
-directory and other trials' workspaces and lets it write only its workspace and private
+The agent runs in an agent sandbox (`optarena.sandbox.AgentSandbox`, its spec from
+`agent_sandbox_spec`) whose root holds only the system, the toolchain and its own directories
+(no ledger, other trial or task package) and lets it write only its workspace and private
 homes; what was active is the record's `agent_sandbox`. Before judging, optarena's own files
 and the task package are checked against their references (`judge.verify_judge`): a
 difference is recorded (`outside_changes`, reason `judge_tampered`) and nothing is judged.

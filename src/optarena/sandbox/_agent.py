@@ -8,17 +8,23 @@ reported either way (`report()`, recorded as the trial's `agent_sandbox`):
 
 - **user**: when optarena runs as root, a dedicated unprivileged uid per agent (leased like a
   worker's), owning only the agent's writable directories for the length of the run;
-- **mounts**: a private mount namespace in which every mount is read-only except the agent's
-  writable directories (its workspace, its private home and config home) and private scratch
-  (`/tmp`, `/var/tmp`, `/dev/shm`, fresh per run); the ledger directory (database, artifacts,
-  other trials), other trials' workspaces and `/run` are hidden (an empty tmpfs over them);
+- **mounts**: a private mount namespace whose root is default-deny (`_root`, planned by
+  `_mounts.private_root`): a fresh read-only tmpfs holding only the system directories, the
+  toolchain on PATH, the interpreter, optarena's package, the readable paths and, writable, the
+  agent's directories (its workspace, its private home and config home); private scratch
+  (`/tmp`, `/var/tmp`, `/dev/shm`, fresh per run). The ledger, other trials, the task, homes,
+  `/run` and the host's sockets do not exist inside; the hidden paths are emptied where they
+  lie inside something shown. Where the kernel allows no private root: every mount read-only
+  but those directories, the hidden paths and `/run` masked by an empty tmpfs;
+- **pid**: with the mounts, a PID namespace and a fresh `/proc` (the holder -> init -> agent
+  forks of `_child`): no other process to list, signal or enter through `/proc/PID/root`;
 - **network**: a network namespace holding only a loopback, on which `_agent_relay` listens at
   127.0.0.1:PORT for each allowed port and relays to optarena over a Unix socket: the metering
   proxy is reachable, nothing else on the host or beyond is;
 - **cgroup**: a pids cgroup holding the agent's whole tree (`pids.max`), however detached, so
   that the end of the run, a timeout or Ctrl-C kills all of it; plus a parent-death signal, and
-  `_agent_sweep.sweep_agent_leftovers` for what a `kill -9` of optarena left running (run by
-  the ledger's reconcile at the next start).
+  `_agent_sweep.sweep_agent_leftovers` for what a `kill -9` of optarena left running and its
+  bridge sockets (run by the ledger's reconcile, the first step of the next run).
 
 What the child does before exec is in `_agent_child`; the network relay in `_agent_net` (host
 side) and `_agent_relay` (inside the namespace).
