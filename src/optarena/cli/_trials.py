@@ -22,7 +22,7 @@ from optarena.cli._trial_views import (
 )
 from optarena.errors import OptarenaError
 from optarena.ledger import Ledger, TrialRecord, TrialState, TrialVerdict
-from optarena.records import load_tool_call
+from optarena.records import calls_of, load_tool_call
 from optarena.runs import TrialConfig, TrialInterrupted, rejudge, run_trial
 from optarena.tasks import Task, resolve_task
 from optarena.tasks.external import FrozenExternal
@@ -318,23 +318,23 @@ def show_cmd(
 
 def tool_call_lines(ledger: Ledger, record: TrialRecord) -> list[str]:
     """The task-tool calls the agent made (`--task-tools`), from the log optarena's server
-    wrote: advice the agent got, never part of the verdict."""
+    wrote: advice the agent got, never part of the verdict. A call the server never ended
+    (the agent quit mid-call) shows as cut off."""
     sha = record.artifacts.get("logs/tool_calls.jsonl")
     if not sha or not ledger.store.has(sha):
         return []
-    calls = [
+    calls = calls_of(
         load_tool_call(line, f"trial {record.id}: logs/tool_calls.jsonl:{i}")
         for i, line in enumerate(ledger.store.read_text(sha).splitlines(), 1)
         if line.strip()
-    ]
-    total = sum(c.duration_s for c in calls)
+    )
+    total = sum(c.duration_s or 0.0 for c in calls)
     out = [f"task-tool calls: {len(calls)}, {total:.1f} s (advice to the agent, not evidence)"]
     for c in calls:
         verdict = f" -> {c.verdict}" if c.verdict else ""
         error = f" ({c.error})" if c.error else ""
-        out.append(
-            f"  {c.started_at[11:19]} {c.tool:<18} {c.duration_s:6.2f} s {c.status}{verdict}{error}"
-        )
+        took = "     ?" if c.duration_s is None else f"{c.duration_s:6.2f}"
+        out.append(f"  {c.started_at[11:19]} {c.tool:<18} {took} s {c.status}{verdict}{error}")
     return out
 
 

@@ -67,7 +67,13 @@ from optarena.records._migrate import (
     migrate_values,
 )
 from optarena.records._paths import TrialPaths
-from optarena.records._tool_calls import TELEMETRY_SCHEMA_VERSION, ToolCallRecord
+from optarena.records._tool_calls import (
+    NO_END,
+    TELEMETRY_SCHEMA_VERSION,
+    ToolCallRecord,
+    ToolCallStatus,
+    calls_of,
+)
 from optarena.records._trial import (
     TRIAL_RECORD_VERSION,
     AgentInfo,
@@ -86,8 +92,10 @@ __all__ = [
     "CALL_RECORD_VERSION",
     "COMPARISON_SCHEMA_VERSION",
     "EXTERNAL_METRICS_VERSION",
+    "MAX_TRIALS",
     "METRICS_SCHEMA_VERSION",
     "MIGRATIONS",
+    "NO_END",
     "PLAN_SCHEMA_VERSION",
     "TELEMETRY_SCHEMA_VERSION",
     "TRIAL_RECORD_VERSION",
@@ -138,6 +146,7 @@ __all__ = [
     "Usage",
     "VerdictName",
     "WorkloadMetrics",
+    "calls_of",
     "load_call",
     "load_judgement",
     "load_tool_call",

@@ -85,6 +85,12 @@ def _rounds_floor(data: dict[str, Any]) -> dict[str, Any]:
 
 MIGRATIONS: tuple[RecordMigration, ...] = (
     RecordMigration("trial", 1, "metrics typed, with a kind", _typed_metrics),
+    RecordMigration(
+        "tool_call",
+        1,
+        "a line per start and end, tied by call_id (a v1 line is a whole call)",
+        lambda data: data,
+    ),
     RecordMigration("judgement", 1, "metrics typed, with a kind", _typed_metrics),
     RecordMigration("external_task", 1, "at least 4 rounds before a verdict", _rounds_floor),
 )
