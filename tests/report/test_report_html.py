@@ -24,6 +24,8 @@ def _row(i: int, cond: str, rep: int, verdict: str, speedup: float | None) -> Tr
         task="rmsnorm",
         condition=cond,
         repetition=rep,
+        outcome="complete",
+        attempts=1,
         agent_status="completed",
         verdict=verdict,
         speedup=speedup,
@@ -47,13 +49,16 @@ def comparison() -> ExperimentComparison:
         _row(5, "hint", 2, "accepted", 1.25),
     ]
     conditions = [
-        summarize_condition(n, [r for r in rows if r.condition == n], 0) for n in ("plain", "hint")
+        summarize_condition(n, [r for r in rows if r.condition == n], 0, 0)
+        for n in ("plain", "hint")
     ]
     return ExperimentComparison(
         experiment="demo <&>",
         plan_sha256="ab" * 32,
         scheduled=6,
         complete=6,
+        failed=0,
+        pending=[],
         conditions=conditions,
         comparisons=[compare_treatment("hint", "plain", rows, 0.05, 0)],
         trials=rows,

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 
-from optarena.experiments._execute import ExperimentState
+from optarena.experiments._schedule import ScheduledTrial
+from optarena.experiments._state import ExperimentState
 from optarena.experiments._stats import (
     bootstrap_ci,
     decide,
@@ -31,27 +33,48 @@ from optarena.records import (
 )
 
 
-def trial_row(r: TrialRecord) -> TrialRow:
-    accepted = r.verdict == "accepted" and r.metrics is not None
+def _usage_sum(records: list[TrialRecord]) -> tuple[int | None, float | None]:
+    """Tokens and cost over every attempt of a key; None when any attempt's is unknown (an
+    interrupted attempt may have spent: unknown is never small)."""
+    tokens: int | None = 0
+    cost: float | None = 0.0
+    for r in records:
+        u = r.metered_usage or r.usage
+        if tokens is not None and u.input_tokens is not None and u.output_tokens is not None:
+            tokens += u.input_tokens + u.output_tokens
+        else:
+            tokens = None
+        cost = None if cost is None or u.cost_usd is None else cost + u.cost_usd
+    return tokens, cost
+
+
+def key_row(state: ExperimentState, s: ScheduledTrial) -> TrialRow | None:
+    """The key's complete trial, or its failure; None while it is pending."""
+    outcome = state.outcome(s.key)
+    if outcome == "pending":
+        return None
+    attempts = state.rows.get(s.key, [])
+    r = state.done(s.key) or attempts[0]  # newest first: the last attempt
+    complete = outcome == "complete"
+    accepted = complete and r.verdict == "accepted" and r.metrics is not None
     speedup = r.metrics.overall.speedup if accepted and r.metrics is not None else None
-    usage = r.metered_usage or r.usage
-    tokens = None
-    if usage.input_tokens is not None and usage.output_tokens is not None:
-        tokens = usage.input_tokens + usage.output_tokens
+    tokens, cost = _usage_sum(attempts)
     runtime = (r.runtime or {}).get("sha256", "")
     wall = sum(r.phases_s.values()) if r.phases_s else None
     return TrialRow(
         trial_id=r.id,
-        task=r.task.id,
-        condition=r.labels.get("condition", "?"),
-        repetition=int(r.labels.get("repetition", "0")),
+        task=s.task,
+        condition=s.condition,
+        repetition=s.repetition,
+        outcome=outcome,
+        attempts=len(attempts),
         agent_status=r.agent_status,
-        verdict=r.verdict,
+        verdict=r.verdict if complete else None,
         speedup=speedup,
         speed_verdict=r.metrics.verdict if accepted and r.metrics is not None else None,
-        effective_speedup=effective_speedup(r.verdict == "accepted", speedup),
+        effective_speedup=effective_speedup(complete and r.verdict == "accepted", speedup),
         tokens=tokens,
-        cost_usd=usage.cost_usd,
+        cost_usd=cost,
         agent_wall_s=r.agent_wall_s,
         wall_s=wall,
         identity=f"{r.task.sha256[:12]}/{r.judge_sha256[:12]}/{str(runtime)[:12]}",
@@ -67,7 +90,9 @@ def _ci(ci: tuple[float, float] | None) -> list[float] | None:
     return None if ci is None else [ci[0], ci[1]]
 
 
-def summarize_condition(name: str, rows: list[TrialRow], seed: int) -> ConditionSummary:
+def summarize_condition(
+    name: str, rows: list[TrialRow], pending: int, seed: int
+) -> ConditionSummary:
     n = len(rows)
     accepted = [r for r in rows if r.verdict == "accepted"]
     improved = [r for r in accepted if r.speed_verdict == "improved"]
@@ -79,6 +104,8 @@ def summarize_condition(name: str, rows: list[TrialRow], seed: int) -> Condition
     return ConditionSummary(
         name=name,
         trials=n,
+        failed=sum(r.outcome == "failed" for r in rows),
+        pending=pending,
         agent_status=dict(Counter(r.agent_status or "none" for r in rows)),
         accepted=len(accepted),
         correctness_rate=len(accepted) / n if n else None,
@@ -119,8 +146,16 @@ def _best_of_k(rows: list[TrialRow]) -> list[float]:
 
 
 def compare_treatment(
-    treatment: str, baseline: str, rows: list[TrialRow], min_effect: float, seed: int
+    treatment: str,
+    baseline: str,
+    rows: list[TrialRow],
+    min_effect: float,
+    seed: int,
+    pending: Sequence[str] = (),
 ) -> TreatmentComparison:
+    """Paired by task and repetition. While a key of either condition is pending there is no
+    verdict: the missing trial may be the one that fails (a sabotaged trial left pending must
+    not read as absent)."""
     base = {(r.task, r.repetition): r for r in rows if r.condition == baseline}
     treat = {(r.task, r.repetition): r for r in rows if r.condition == treatment}
     keys = sorted(set(base) & set(treat))
@@ -135,6 +170,14 @@ def compare_treatment(
     est, ci = paired_difference(log_pairs, seed=seed)
     cest, cci = paired_difference(acc_pairs, seed=seed + 1)
     verdict, why = decide(est, ci, math.log1p(min_effect), len(clean))
+    waiting = [k for k in pending if k.split("/")[-2] in (treatment, baseline)]
+    if waiting:
+        verdict = "undecided"
+        why = (
+            f"incomplete: {len(waiting)} trial(s) of these conditions have no outcome yet "
+            f"({', '.join(waiting[:3])}{', ...' if len(waiting) > 3 else ''}); run the "
+            "experiment to the end"
+        )
     if drift:
         why += f"; {len(drift)} pair(s) excluded for drift"
     return TreatmentComparison(
@@ -154,23 +197,31 @@ def compare_treatment(
 def compare_experiment(state: ExperimentState) -> ExperimentComparison:
     plan = state.plan
     seed = plan.plan.experiment.seed
-    done = [state.done(s.key) for s in state.schedule]
-    rows = [trial_row(r) for r in done if r is not None]
+    rows = [row for s in state.schedule if (row := key_row(state, s)) is not None]
+    pending = [s.key for s in state.pending]
     conditions = [
-        summarize_condition(c.name, [r for r in rows if r.condition == c.name], seed)
+        summarize_condition(
+            c.name,
+            [r for r in rows if r.condition == c.name],
+            sum(s.condition == c.name for s in state.pending),
+            seed,
+        )
         for c in plan.plan.conditions
     ]
     comparisons = []
     if plan.plan.compare is not None:
         cmp = plan.plan.compare
         comparisons = [
-            compare_treatment(t, cmp.baseline, rows, cmp.min_effect, seed) for t in cmp.treatments
+            compare_treatment(t, cmp.baseline, rows, cmp.min_effect, seed, pending)
+            for t in cmp.treatments
         ]
     return ExperimentComparison(
         experiment=plan.name,
         plan_sha256=plan.sha256,
         scheduled=len(state.schedule),
-        complete=len(rows),
+        complete=sum(r.outcome == "complete" for r in rows),
+        failed=sum(r.outcome == "failed" for r in rows),
+        pending=pending,
         conditions=conditions,
         comparisons=comparisons,
         trials=rows,

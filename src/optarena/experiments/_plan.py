@@ -14,8 +14,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from optarena.agents import runner_class
 from optarena.errors import OptarenaError, RecordError, SpecError
-from optarena.records import Condition, ExperimentPlan, migrate_values
+from optarena.records import MAX_TRIALS, Condition, ExperimentPlan, migrate_values
 from optarena.tasks import Task, resolve_task
 from optarena.tasks.external import FrozenExternal, is_external_spec, load_frozen
 
@@ -72,6 +73,10 @@ def load_plan(path: Path) -> LoadedPlan:
         if n in names[:i]:
             raise SpecError(path, f"conditions.{i}.name", f"duplicates the condition '{n}'")
     for i, c in enumerate(plan.conditions):
+        try:
+            runner_class(c.agent)
+        except OptarenaError as e:
+            raise SpecError(path, f"conditions.{i}.agent", str(e)) from None
         if c.agent == "command" and not (c.command or c.agent_args.get("command")):
             raise SpecError(path, f"conditions.{i}.command", "the 'command' agent needs one")
     if plan.compare is not None:
@@ -100,6 +105,12 @@ def load_plan(path: Path) -> LoadedPlan:
                 "benchmark budget is frozen in its spec ([measurement] budget_s)",
             )  # fmt: skip
         tasks[tid] = task
+    trials = len(tasks) * len(plan.conditions) * plan.experiment.repetitions
+    if trials > MAX_TRIALS:
+        raise SpecError(
+            path, "experiment.repetitions", f"schedules {trials:,} trials; at most "
+            f"{MAX_TRIALS:,} (tasks x conditions x repetitions) are run from one plan",
+        )  # fmt: skip
     artifacts: dict[str, Path | None] = {}
     for i, c in enumerate(plan.conditions):
         if not c.artifacts:

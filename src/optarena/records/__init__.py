@@ -22,6 +22,7 @@ from optarena.records._agent import AgentLimits, AgentOutcome, AgentStatus, Usag
 from optarena.records._calls import CALL_RECORD_VERSION, CallRecord
 from optarena.records._experiment import (
     COMPARISON_SCHEMA_VERSION,
+    MAX_TRIALS,
     PLAN_SCHEMA_VERSION,
     CompareSection,
     Condition,
@@ -136,6 +137,7 @@ __all__ = [
     "Summary",
     "TaskInfo",
     "ToolCallRecord",
+    "ToolCallStatus",
     "Total",
     "TreatmentComparison",
     "TrialPaths",
