@@ -60,7 +60,7 @@ def comparison() -> ExperimentComparison:
         failed=0,
         pending=[],
         conditions=conditions,
-        comparisons=[compare_treatment("hint", "plain", rows, 0.05, 0)],
+        comparisons=[compare_treatment("hint", "plain", rows, 0.05)],
         trials=rows,
     )
 

@@ -10,6 +10,7 @@ import typer
 
 from optarena.agents import AgentLimits, AgentStatus, known_runners
 from optarena.cli._app import app, console, err_console, interrupted
+from optarena.cli._compare import EffectOpt
 from optarena.cli._render import brief, verdict_markup
 from optarena.cli._safe import escape
 from optarena.cli._speed_view import metrics_view, speed_markup
@@ -341,20 +342,25 @@ def tool_call_lines(ledger: Ledger, record: TrialRecord) -> list[str]:
 @trial_app.command("rejudge")
 def rejudge_cmd(
     trial: Annotated[str, typer.Argument(help="trial id or a unique prefix")],
-    no_measure: NoMeasureOpt = False,
+    measure: Annotated[
+        bool | None,
+        typer.Option("--measure/--no-measure", help="override the trial's: measure speed or not"),
+    ] = None,
     budget_s: BudgetOpt = None,
+    min_effect: EffectOpt = None,
     ledger_dir: LedgerOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Judge a trial's stored candidate again; adds a judgement, keeps the earlier ones."""
+    """Judge a trial's stored candidate again, with the settings it was judged with (each
+    option given overrides one, and is noted); adds a judgement, keeps the earlier ones."""
+    given = {"measure": measure, "budget_s": budget_s, "min_effect": min_effect}
     with Ledger.open(ledger_dir) as ledger:
         try:
             with err_console.status(f"re-judging {trial}") as status:
                 record, judgement, notes = rejudge(
                     ledger,
                     trial,
-                    measure=not no_measure,
-                    budget_s=budget_s,
+                    changes={k: v for k, v in given.items() if v is not None},
                     progress=lambda msg, _f: status.update(f"re-judging {trial}: {msg}"),
                 )
         except KeyboardInterrupt:

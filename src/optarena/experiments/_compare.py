@@ -15,22 +15,26 @@ from collections.abc import Sequence
 from optarena.experiments._schedule import ScheduledTrial
 from optarena.experiments._state import ExperimentState
 from optarena.experiments._stats import (
-    bootstrap_ci,
+    CONFIDENCE,
     decide,
     effective_speedup,
     expected_best_of_k,
-    median,
     paired_difference,
-    wilson,
 )
+from optarena.judge import stats
 from optarena.ledger import TrialRecord
 from optarena.records import (
     ConditionSummary,
     ExperimentComparison,
+    ExternalMetrics,
+    LegacyMetrics,
+    Metrics,
     Total,
     TreatmentComparison,
     TrialRow,
 )
+
+OLDER_PROTOCOL = "older_protocol"  # a trial's speed measured by a protocol no longer used
 
 
 def _usage_sum(records: list[TrialRecord]) -> tuple[int | None, float | None]:
@@ -56,8 +60,11 @@ def key_row(state: ExperimentState, s: ScheduledTrial) -> TrialRow | None:
     attempts = state.rows.get(s.key, [])
     r = state.done(s.key) or attempts[0]  # newest first: the last attempt
     complete = outcome == "complete"
-    accepted = complete and r.verdict == "accepted" and r.metrics is not None
-    speedup = r.metrics.overall.speedup if accepted and r.metrics is not None else None
+    m = r.metrics if complete else None
+    older = isinstance(m, LegacyMetrics)  # shown, never compared with today's figures
+    measured = m if isinstance(m, Metrics | ExternalMetrics) and r.verdict == "accepted" else None
+    speedup = measured.overall.speedup if measured is not None else None
+    speed_verdict = OLDER_PROTOCOL if older else (measured.verdict if measured else None)
     tokens, cost = _usage_sum(attempts)
     runtime = (r.runtime or {}).get("sha256", "")
     wall = sum(r.phases_s.values()) if r.phases_s else None
@@ -71,7 +78,7 @@ def key_row(state: ExperimentState, s: ScheduledTrial) -> TrialRow | None:
         agent_status=r.agent_status,
         verdict=r.verdict if complete else None,
         speedup=speedup,
-        speed_verdict=r.metrics.verdict if accepted and r.metrics is not None else None,
+        speed_verdict=speed_verdict,
         effective_speedup=effective_speedup(complete and r.verdict == "accepted", speedup),
         tokens=tokens,
         cost_usd=cost,
@@ -90,14 +97,20 @@ def _ci(ci: tuple[float, float] | None) -> list[float] | None:
     return None if ci is None else [ci[0], ci[1]]
 
 
+NOT_MEASURED = "speed was not measured ([judge] measure = false): only correctness compares"
+
+
 def summarize_condition(
-    name: str, rows: list[TrialRow], pending: int, seed: int
+    name: str, rows: list[TrialRow], pending: int, seed: int, measured: bool = True
 ) -> ConditionSummary:
+    """A condition's figures; with `measured` False (a correctness-only plan) every speed
+    figure is None, never a confident 1.0."""
     n = len(rows)
     accepted = [r for r in rows if r.verdict == "accepted"]
     improved = [r for r in accepted if r.speed_verdict == "improved"]
     speedups = [r.speedup for r in accepted if r.speedup is not None]
-    eff = [r.effective_speedup for r in rows]
+    eff = [r.effective_speedup for r in rows if r.speed_verdict != OLDER_PROTOCOL]
+    eff = eff if measured else []
     cost = _total([r.cost_usd for r in rows])
     log_gain = sum(math.log(e) for e in eff)
     known_cost = cost.value if cost.unknown == 0 else None
@@ -106,18 +119,19 @@ def summarize_condition(
         trials=n,
         failed=sum(r.outcome == "failed" for r in rows),
         pending=pending,
+        speed_measured=measured,
         agent_status=dict(Counter(r.agent_status or "none" for r in rows)),
         accepted=len(accepted),
         correctness_rate=len(accepted) / n if n else None,
-        correctness_ci=_ci(wilson(len(accepted), n)),
+        correctness_ci=_ci(stats.wilson(len(accepted), n, CONFIDENCE)),
         improved=len(improved),
-        improvement_rate=len(improved) / n if n else None,
-        improvement_ci=_ci(wilson(len(improved), n)),
-        speedup_median=median(speedups) if speedups else None,
-        speedup_ci=_ci(bootstrap_ci(speedups, seed=seed)),
-        effective_median=median(eff) if eff else None,
-        effective_ci=_ci(bootstrap_ci(eff, seed=seed)),
-        best_of_k=_best_of_k(rows),
+        improvement_rate=len(improved) / n if n and measured else None,
+        improvement_ci=_ci(stats.wilson(len(improved), n, CONFIDENCE)) if measured else None,
+        speedup_median=stats.median(speedups) if speedups else None,
+        speedup_ci=_ci(stats.median_interval(speedups, CONFIDENCE, seed)),
+        effective_median=stats.median(eff) if eff else None,
+        effective_ci=_ci(stats.median_interval(eff, CONFIDENCE, seed)),
+        best_of_k=_best_of_k(rows) if measured else [],
         tokens=_total([r.tokens for r in rows]),
         cost_usd=cost,
         agent_wall_s=_total([r.agent_wall_s for r in rows]),
@@ -150,12 +164,12 @@ def compare_treatment(
     baseline: str,
     rows: list[TrialRow],
     min_effect: float,
-    seed: int,
     pending: Sequence[str] = (),
+    measured: bool = True,
 ) -> TreatmentComparison:
     """Paired by task and repetition. While a key of either condition is pending there is no
     verdict: the missing trial may be the one that fails (a sabotaged trial left pending must
-    not read as absent)."""
+    not read as absent). Without measurement there is no speed verdict either."""
     base = {(r.task, r.repetition): r for r in rows if r.condition == baseline}
     treat = {(r.task, r.repetition): r for r in rows if r.condition == treatment}
     keys = sorted(set(base) & set(treat))
@@ -167,9 +181,11 @@ def compare_treatment(
     acc_pairs = [
         (float(base[k].verdict == "accepted"), float(treat[k].verdict == "accepted")) for k in clean
     ]
-    est, ci = paired_difference(log_pairs, seed=seed)
-    cest, cci = paired_difference(acc_pairs, seed=seed + 1)
-    verdict, why = decide(est, ci, math.log1p(min_effect), len(clean))
+    speed = paired_difference(log_pairs)
+    correct = paired_difference(acc_pairs)
+    verdict, why = decide(speed, math.log1p(min_effect))
+    if not measured:
+        verdict, why = "not_measured", NOT_MEASURED
     waiting = [k for k in pending if k.split("/")[-2] in (treatment, baseline)]
     if waiting:
         verdict = "undecided"
@@ -185,13 +201,17 @@ def compare_treatment(
         baseline=baseline,
         pairs=len(clean),
         drift_excluded=drift,
-        log_speedup_diff=est,
-        log_speedup_ci=_ci(ci),
-        correctness_diff=cest,
-        correctness_ci=_ci(cci),
+        log_speedup_diff=speed.estimate if measured else None,
+        log_speedup_ci=_interval(speed) if measured else None,
+        correctness_diff=correct.estimate,
+        correctness_ci=_interval(correct),
         verdict=verdict,
         why=why,
     )
+
+
+def _interval(e: stats.Estimate) -> list[float] | None:
+    return None if e.lo is None or e.hi is None else [e.lo, e.hi]
 
 
 def compare_experiment(state: ExperimentState) -> ExperimentComparison:
@@ -199,12 +219,14 @@ def compare_experiment(state: ExperimentState) -> ExperimentComparison:
     seed = plan.plan.experiment.seed
     rows = [row for s in state.schedule if (row := key_row(state, s)) is not None]
     pending = [s.key for s in state.pending]
+    measured = plan.plan.judge.measure
     conditions = [
         summarize_condition(
             c.name,
             [r for r in rows if r.condition == c.name],
             sum(s.condition == c.name for s in state.pending),
             seed,
+            measured,
         )
         for c in plan.plan.conditions
     ]
@@ -212,7 +234,7 @@ def compare_experiment(state: ExperimentState) -> ExperimentComparison:
     if plan.plan.compare is not None:
         cmp = plan.plan.compare
         comparisons = [
-            compare_treatment(t, cmp.baseline, rows, cmp.min_effect, seed, pending)
+            compare_treatment(t, cmp.baseline, rows, cmp.min_effect, pending, measured)
             for t in cmp.treatments
         ]
     return ExperimentComparison(
@@ -222,6 +244,7 @@ def compare_experiment(state: ExperimentState) -> ExperimentComparison:
         complete=sum(r.outcome == "complete" for r in rows),
         failed=sum(r.outcome == "failed" for r in rows),
         pending=pending,
+        speed_measured=measured,
         conditions=conditions,
         comparisons=comparisons,
         trials=rows,

@@ -85,6 +85,7 @@ def trial_config(plan: LoadedPlan, s: ScheduledTrial, cells: dict[str, str]) -> 
         labels=labels,
         measure=p.judge.measure,
         budget_s=p.judge.budget_s,
+        min_effect=p.judge.min_effect,
         artifacts=plan.artifacts[c.name],
     )
 
@@ -109,11 +110,8 @@ def run_experiment(
         state = experiment_state(plan, ledger)
     parallel = max(1, max_parallel or plan.plan.experiment.max_parallel)
     judging = threading.Lock()
-    min_effect = plan.plan.judge.min_effect
 
     def locked_judge(task: Task, path: Path, options: JudgeOptions) -> JudgeResult:
-        if min_effect is not None:
-            options = dataclasses.replace(options, min_effect=min_effect)
         with judging:
             return judge_fn(task, path, options)
 

@@ -99,6 +99,11 @@ def load_plan(path: Path) -> LoadedPlan:
         tid = task.id if isinstance(task, Task) else task.spec.id
         if tid in tasks:
             raise SpecError(path, f"experiment.tasks.{i}", f"task '{tid}' is listed twice")
+        if isinstance(task, FrozenExternal) and plan.judge.min_effect is not None:
+            raise SpecError(
+                path, "judge.min_effect", f"does not apply to the external task '{tid}': its "
+                "verdict's threshold is frozen in its spec",
+            )  # fmt: skip
         if isinstance(task, FrozenExternal) and plan.judge.budget_s is not None:
             raise SpecError(
                 path, "judge.budget_s", f"does not apply to the external task '{tid}': its "

@@ -38,6 +38,7 @@ from optarena.records._experiment import (
 )
 from optarena.records._metrics import (
     EXTERNAL_METRICS_VERSION,
+    LEGACY_NOTE,
     METRICS_SCHEMA_VERSION,
     AAControl,
     AnyMetrics,
@@ -48,6 +49,7 @@ from optarena.records._metrics import (
     ExternalMetrics,
     Instructions,
     Integrity,
+    LegacyMetrics,
     Metrics,
     PairSamples,
     Protocol,
@@ -93,6 +95,7 @@ __all__ = [
     "CALL_RECORD_VERSION",
     "COMPARISON_SCHEMA_VERSION",
     "EXTERNAL_METRICS_VERSION",
+    "LEGACY_NOTE",
     "MAX_TRIALS",
     "METRICS_SCHEMA_VERSION",
     "MIGRATIONS",
@@ -126,6 +129,7 @@ __all__ = [
     "JudgeSettings",
     "Judgement",
     "JudgementKind",
+    "LegacyMetrics",
     "LimitsSection",
     "Metrics",
     "PairSamples",

@@ -122,6 +122,9 @@ class ConditionSummary(BaseModel):
     trials: int = Field(description="keys with an outcome: complete or failed")
     failed: int = Field(description="keys without a complete trial after their retries")
     pending: int = Field(description="keys not yet run to an outcome")
+    speed_measured: bool = Field(
+        default=True, description="false for a correctness-only plan: every speed figure is null"
+    )
     agent_status: dict[str, int]
     accepted: int
     correctness_rate: float | None
@@ -151,7 +154,10 @@ class TreatmentComparison(BaseModel):
     log_speedup_ci: list[float] | None
     correctness_diff: float | None
     correctness_ci: list[float] | None
-    verdict: str = Field(description="better, worse, no_difference or undecided")
+    verdict: str = Field(
+        description="better, worse, no_difference or undecided (why says which reason); "
+        "not_measured for a correctness-only plan"
+    )
     why: str
 
 
@@ -166,6 +172,7 @@ class ExperimentComparison(BaseModel):
         description="keys without an outcome yet: the experiment is incomplete, and no "
         "treatment touching them gets a verdict"
     )
+    speed_measured: bool = Field(default=True, description="false: [judge] measure = false")
     conditions: list[ConditionSummary]
     comparisons: list[TreatmentComparison]
     trials: list[TrialRow]
