@@ -230,6 +230,17 @@ def compare_experiment(state: ExperimentState) -> ExperimentComparison:
         )
         for c in plan.plan.conditions
     ]
+    by_task = [
+        summarize_condition(
+            c.name,
+            [r for r in rows if r.condition == c.name and r.task == t],
+            sum(s.condition == c.name and s.task == t for s in state.pending),
+            seed,
+            measured,
+        ).model_copy(update={"task": t})
+        for t in plan.tasks
+        for c in plan.plan.conditions
+    ]
     comparisons = []
     if plan.plan.compare is not None:
         cmp = plan.plan.compare
@@ -245,7 +256,19 @@ def compare_experiment(state: ExperimentState) -> ExperimentComparison:
         failed=sum(r.outcome == "failed" for r in rows),
         pending=pending,
         speed_measured=measured,
+        interrupted=_interrupted(state),
         conditions=conditions,
+        by_task=by_task,
         comparisons=comparisons,
         trials=rows,
     )
+
+
+def _interrupted(state: ExperimentState) -> list[str]:
+    """'id (key): error' of every interrupted attempt, in schedule order."""
+    return [
+        f"{r.id} ({s.key}): {(r.error or 'no error recorded')[:300]}"
+        for s in state.schedule
+        for r in reversed(state.rows.get(s.key, []))
+        if r.state == "interrupted"
+    ]

@@ -119,6 +119,7 @@ class Total(BaseModel):
 
 class ConditionSummary(BaseModel):
     name: str
+    task: str | None = Field(default=None, description="set in `by_task`: one task's trials")
     trials: int = Field(description="keys with an outcome: complete or failed")
     failed: int = Field(description="keys without a complete trial after their retries")
     pending: int = Field(description="keys not yet run to an outcome")
@@ -173,6 +174,14 @@ class ExperimentComparison(BaseModel):
         "treatment touching them gets a verdict"
     )
     speed_measured: bool = Field(default=True, description="false: [judge] measure = false")
+    interrupted: list[str] = Field(
+        default_factory=list,
+        description="every attempt that ended interrupted: 'trial id (key): error', so none "
+        "goes unmentioned (its key ran again, or failed)",
+    )
     conditions: list[ConditionSummary]
+    by_task: list[ConditionSummary] = Field(
+        default_factory=list, description="per task and condition (`task` set): nothing pooled"
+    )
     comparisons: list[TreatmentComparison]
     trials: list[TrialRow]

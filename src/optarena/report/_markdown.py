@@ -70,6 +70,31 @@ CONDITION_HEADER = [
     "USD / accepted",
 ]
 
+TASK_HEADER = [
+    "task",
+    "condition",
+    "trials",
+    "accepted (95% CI)",
+    "speed of accepted (median, 95% CI)",
+    "effective speed (median, 95% CI)",
+]
+
+
+def task_rows(c: ExperimentComparison) -> list[list[str]]:
+    """Per task and condition: what pooling the tasks would hide."""
+    return [
+        [
+            s.task or "-",
+            s.name,
+            trials_cell(s),
+            f"{s.accepted}/{s.trials} ({fmt_ci(s.correctness_ci, 2)})",
+            speed_cell(s.speedup_median, s.speedup_ci, s.speed_measured),
+            speed_cell(s.effective_median, s.effective_ci, s.speed_measured),
+        ]
+        for s in c.by_task
+    ]
+
+
 COMPARISON_HEADER = [
     "treatment vs baseline",
     "pairs",
@@ -138,6 +163,11 @@ def status_lines(c: ExperimentComparison) -> list[str]:
             f"**Failed:** {c.failed} trial(s) ended without a result after their retries; each "
             "counts as a failure (not accepted, effective speed-up 1.0)."
         )
+    if c.interrupted:
+        out.append(
+            f"**Interrupted:** {len(c.interrupted)} attempt(s) ended without a result and are "
+            "listed under *Interrupted attempts*; their keys ran again or count as failed."
+        )
     if not c.speed_measured:
         out.append(
             "**Speed was not measured** (`[judge] measure = false`): every speed figure is "
@@ -170,7 +200,11 @@ def render_markdown(c: ExperimentComparison) -> str:
         _table(CONDITION_HEADER, condition_rows(c)),
         "",
     ]
+    if c.by_task:
+        parts += ["## Per task", "", _table(TASK_HEADER, task_rows(c)), ""]
     if c.comparisons:
         parts += ["## Comparisons", "", _table(COMPARISON_HEADER, comparison_rows(c)), ""]
     parts += ["## Trials", "", _table(TRIAL_HEADER, trial_rows(c)), ""]
+    if c.interrupted:
+        parts += ["## Interrupted attempts", "", *(f"- {x}" for x in c.interrupted), ""]
     return "\n".join(parts)
