@@ -259,7 +259,9 @@ def test_an_agent_that_fills_the_disk_loses_no_trial(tmp_path: Path, small_disk:
     no traceback), what was recorded stays, and once space is freed the next runs count each
     flooding attempt, fail its key after the retries and finish the honest trials."""
     (tmp_path / "flood.py").write_text(FLOOD)
-    text = PLAN.replace('agent = "AGENT"', FLOOD_AGENT)
+    text = PLAN.replace('agent = "AGENT"', FLOOD_AGENT).replace(
+        "repetitions = 2", "repetitions = 1"
+    )
     path = _plan(tmp_path, "", text)
     home = small_disk / "ledger"
     for _ in range(8):
@@ -275,12 +277,10 @@ def test_an_agent_that_fills_the_disk_loses_no_trial(tmp_path: Path, small_disk:
     with Ledger.open(home) as led:
         state = experiment_state(load_plan(path), led)
     outcomes = {s.key: state.outcome(s.key) for s in state.schedule}
-    assert outcomes == {
-        "rmsnorm/plain/0": "complete", "rmsnorm/plain/1": "complete",
-        "rmsnorm/cheat/0": "failed", "rmsnorm/cheat/1": "failed",
-    }  # fmt: skip
+    assert outcomes == {"rmsnorm/plain/0": "complete", "rmsnorm/cheat/0": "failed"}
+    assert len(state.failed_attempts("rmsnorm/cheat/0")) == 2  # 1 + retries, each on record
     c = compare_experiment(state)
-    assert {s.name: (s.trials, s.failed) for s in c.conditions}["cheat"] == (2, 2)
+    assert {s.name: (s.trials, s.failed) for s in c.conditions}["cheat"] == (1, 1)
 
 
 FLOOD_AGENT = 'agent = "command"\ncommand = "python3 {plan_dir}/flood.py {logs_dir}"'

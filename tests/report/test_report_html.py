@@ -162,24 +162,25 @@ def _screenshot(tmp_path: Path, html: str, name: str, size: tuple[int, int]) -> 
     return console, shot
 
 
-def chart_problems(png: Path) -> list[str]:
-    """What a rendered chart lacks: numeric labels left of the y axis (at least two separate
-    rows of dark pixels) and marks inside the plot (coloured pixels outside the legend)."""
+def chart_problems(png: Path, top: int = 0) -> list[str]:
+    """What the chart drawn at `top` in a screenshot lacks: numeric labels left of the y axis
+    (at least two separate rows of dark pixels) and marks inside the plot (coloured pixels
+    outside the legend)."""
     from PIL import Image
 
     img = Image.open(png).convert("RGB")
     px = img.load()
     assert px is not None
     dark_rows = [
-        y for y in range(TOP, H - BOTTOM + 6)
+        y for y in range(top + TOP, top + H - BOTTOM + 6)
         if any(sum(px[x, y]) < 300 for x in range(20, LEFT - 6))
     ]  # fmt: skip
     bands = sum(1 for a, b in zip([-9, *dark_rows], dark_rows, strict=False) if b - a > 1)
     coloured = sum(
         1
         for x in range(LEFT + 2, W - RIGHT - 2)
-        for y in range(TOP + 2, H - BOTTOM - 2)
-        if not (x > W - RIGHT - 115 and y < TOP + 90)  # the legend
+        for y in range(top + TOP + 2, top + H - BOTTOM - 2)
+        if not (x > W - RIGHT - 115 and y < top + TOP + 90)  # the legend
         and max(px[x, y]) - min(px[x, y]) > 80
     )
     problems = []
@@ -190,8 +191,10 @@ def chart_problems(png: Path) -> list[str]:
     return problems
 
 
-def _alone(svg: str) -> str:
-    return f"<!DOCTYPE html><html><body style='margin:0'>{svg}</body></html>"
+def _stacked(svgs: list[str]) -> str:
+    """The charts one under the other, each at a known offset (`H` apart)."""
+    rows = "".join(f"<div style='height:{H}px;width:{W}px'>{svg}</div>" for svg in svgs)
+    return f"<!DOCTYPE html><html><body style='margin:0'>{rows}</body></html>"
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it)")
@@ -208,16 +211,13 @@ def test_every_chart_chromium_renders_has_axes_and_marks(tmp_path: Path) -> None
     shutil.copyfile(shot, ARTIFACTS / "experiment-report.png")
     charts = re.findall(r"<svg.*?</svg>", html)
     assert len(charts) == 5
-    for i, svg in enumerate(charts):
-        _, png = _screenshot(tmp_path, _alone(svg), f"chart{i}", (W, H))
-        assert chart_problems(png) == [], (i, svg[:160])
-    # negative controls: the same check sees a chart without its ticks, and one without marks
+    # negative controls: the same check must see a chart without its ticks, one without marks
     axisless = re.sub(r'<text class="tick y"[^>]*>[^<]*</text>', "", charts[0])
     empty = re.sub(r'<(circle|line|polyline) class="mark"[^>]*/?>(</circle>)?', "", charts[2])
     empty = re.sub(r'<circle cx[^>]*fill="#[0-9a-f]{6}"/>', "", empty)
-    for name, svg, want in (
-        ("axisless", axisless, "no numeric y axis"),
-        ("empty", empty, "no marks"),
-    ):
-        _, png = _screenshot(tmp_path, _alone(svg), name, (W, H))
-        assert any(p.startswith(want) for p in chart_problems(png)), name
+    every = [*charts, axisless, empty]
+    _, png = _screenshot(tmp_path, _stacked(every), "charts", (W, H * len(every)))
+    for i in range(len(charts)):
+        assert chart_problems(png, i * H) == [], (i, charts[i][:160])
+    assert chart_problems(png, len(charts) * H)[0].startswith("no numeric y axis")
+    assert chart_problems(png, (len(charts) + 1) * H)[0].startswith("no marks")
