@@ -4,12 +4,11 @@ never a silently created ledger), and Ctrl-C saying once what was recorded."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -67,21 +66,6 @@ def test_hints_name_the_ledger_given(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert f"optarena experiment run {path} --ledger '{ledger}'" in out
 
 
-@pytest.fixture
-def read_only_dir(tmp_path: Path) -> Iterator[Path]:
-    """A directory on a read-only filesystem (root: a read-only tmpfs)."""
-    where = tmp_path / "ro"
-    where.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("a read-only mount needs root")
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(where)]).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
 def _one_line_exit_2(argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2, argv
     err = capsys.readouterr().err
@@ -89,14 +73,20 @@ def _one_line_exit_2(argv: list[str], expected: str, capsys: pytest.CaptureFixtu
     assert len(err.strip().splitlines()) == 1, err
 
 
-def test_bad_input_is_one_line_and_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _ran(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, Path]:
+    """A frozen plan run to the end: (plan, ledger)."""
     path = _plan(tmp_path)
     freeze(load_plan(path))
     ledger = tmp_path / "ledger"
     assert main(["experiment", "run", str(path), "--ledger", str(ledger)]) == 0
     capsys.readouterr()
+    return path, ledger
+
+
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, ledger = _ran(tmp_path, capsys)
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     led = ["--ledger", str(ledger)]
@@ -118,13 +108,10 @@ def test_bad_input_is_one_line_and_exit_2(
 
 
 def test_writes_into_a_read_only_filesystem_are_refused(
-    tmp_path: Path, read_only_dir: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, tmpfs: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _plan(tmp_path)
-    freeze(load_plan(path))
-    ledger = tmp_path / "ledger"
-    assert main(["experiment", "run", str(path), "--ledger", str(ledger)]) == 0
-    capsys.readouterr()
+    path, ledger = _ran(tmp_path, capsys)
+    read_only_dir = tmpfs("ro,size=1m")
     out = str(read_only_dir / "r.html")
     _one_line_exit_2(
         ["report", str(path), "-o", out, "--ledger", str(ledger)], "cannot write", capsys
@@ -150,7 +137,7 @@ def test_an_unknown_agent_and_an_edited_plan_name_their_fields(
 
 @pytest.mark.slow
 def test_ctrl_c_of_experiment_run_says_once_what_was_recorded(tmp_path: Path) -> None:
-    path = _plan(tmp_path, "sleep 60")
+    path = _plan(tmp_path, "sh -c 'touch {logs_dir}/started; sleep 60'")
     freeze(load_plan(path))
     ledger = tmp_path / "ledger"
     cmd = [
@@ -165,11 +152,11 @@ def test_ctrl_c_of_experiment_run_says_once_what_was_recorded(tmp_path: Path) ->
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not list(ledger.glob("work/*/logs")) and time.monotonic() < deadline:
-        time.sleep(0.1)  # the trial's agent has started
-    time.sleep(0.5)
+    while not list(ledger.glob("work/*/logs/started")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert list(ledger.glob("work/*/logs/started"))  # the agent runs: Ctrl-C now
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130
     assert err.count("interrupted:") == 1 and "nothing was recorded" not in err, err
     assert f"--ledger {ledger}" in err and "Traceback" not in err

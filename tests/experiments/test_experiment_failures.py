@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,6 @@ HERE = Path(__file__).resolve().parent
 
 HONEST = """
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 ws = Path(sys.argv[1])
 """
@@ -237,24 +236,10 @@ except OSError:
 """
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 24 MiB filesystem for the ledger (root only: a tmpfs mount)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small filesystem needs root")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)])
-    if mounted.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
 @pytest.mark.slow
-def test_an_agent_that_fills_the_disk_loses_no_trial(tmp_path: Path, small_disk: Path) -> None:
+def test_an_agent_that_fills_the_disk_loses_no_trial(
+    tmp_path: Path, tmpfs: Callable[[str], Path]
+) -> None:
     """Logs written until the ledger's disk is full: the run stops with a clear error (exit 2,
     no traceback), what was recorded stays, and once space is freed the next runs count each
     flooding attempt, fail its key after the retries and finish the honest trials."""
@@ -263,7 +248,7 @@ def test_an_agent_that_fills_the_disk_loses_no_trial(tmp_path: Path, small_disk:
         "repetitions = 2", "repetitions = 1"
     )
     path = _plan(tmp_path, "", text)
-    home = small_disk / "ledger"
+    home = tmpfs("size=24m") / "ledger"  # a small disk for the ledger
     for _ in range(8):
         out = _cli(path, home)
         for log in home.glob("work/*/logs/flood.log"):
