@@ -80,6 +80,13 @@ def test_an_edit_to_what_the_agent_runs_after_freeze_is_drift(
     assert main(["experiment", "run", str(path), "--ledger", str(tmp_path / "l")]) == 2
 
 
+def test_a_plan_directory_with_a_space_is_hashed_as_the_trial_expands_it(tmp_path: Path) -> None:
+    plan_dir = tmp_path / "my plans"
+    path = _plan_dir(plan_dir)
+    _edit(plan_dir / "agent.py", AGENT + "# edited\n")
+    assert any(c.startswith("conditions.a.files.agent.py: ") for c in drift(load_plan(path)))
+
+
 def test_a_symlinked_script_is_followed_and_its_link_recorded(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

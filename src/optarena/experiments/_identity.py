@@ -189,7 +189,7 @@ def _find_module(dotted: str, roots: tuple[Path, ...]) -> Path | None:
 
 def _named_paths(value: str, plan_dir: Path) -> list[Path]:
     """Absolute paths a command or argument names (after `{plan_dir}`), that exist."""
-    text = value.replace("{plan_dir}", str(plan_dir))
+    text = value.replace("{plan_dir}", shlex.quote(str(plan_dir)))  # as the trial expands it
     try:
         tokens = shlex.split(text)
     except ValueError:
@@ -218,7 +218,7 @@ def condition_files(plan_path: Path, index: int, c: Condition) -> dict[str, str]
     if command is not None:
         values.insert(0, command)
         try:
-            argv0 = shlex.split(command.replace("{plan_dir}", str(plan_dir)))[0]
+            argv0 = shlex.split(command.replace("{plan_dir}", shlex.quote(str(plan_dir))))[0]
         except (ValueError, IndexError):
             argv0 = ""
         exe = shutil.which(argv0) if argv0 and "/" not in argv0 else None
