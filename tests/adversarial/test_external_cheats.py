@@ -9,6 +9,7 @@ end) and the OS's cross-check are what stop them.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -66,7 +67,7 @@ except OSError:
     "burner-left-behind": HOT_PATH
     + f"""
 import os, subprocess, sys
-if os.path.basename(sys.argv[0]) == "benchmark.py":
+if os.path.basename(sys.argv[0]) == "measure.py":  # the benchmark's child
     subprocess.Popen(
         [sys.executable, "-c", "while True: pass", "{MARKER}"],
         start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -137,3 +138,85 @@ def test_a_link_where_the_holdout_goes_never_makes_the_judge_write_outside(
     r = judge_external(load_frozen(frozen), patch, measure=False, seed=5)
     assert list(outside.iterdir()) == []  # nothing written through the link
     assert r.verdict == "accepted", r.reasons  # primes.py unchanged: the base, as judged
+
+
+# The stencil example declares a scale: the OS looks at the difference between a run at the
+# high size and one at the low size. The candidate's code is in the benchmark's process and
+# sees the size (how many calls it got, its parent's argv); these must never read `improved`.
+KERNEL = (EXAMPLE / "stencil" / "stencil.c").read_text()
+FASTER_KERNEL = (EXAMPLE / "candidates" / "stencil-interior" / "stencil.c").read_text()
+SLOW_CLOCK_C = """
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The driver's clock, defined here, wins at link time: it runs 20x slow. */
+int clock_gettime(clockid_t id, struct timespec *ts) {
+    long r = syscall(SYS_clock_gettime, id, ts);
+    long long ns = (long long)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+    ns /= 20;
+    ts->tv_sec = ns / 1000000000LL;
+    ts->tv_nsec = ns % 1000000000LL;
+    return (int)r;
+}
+"""
+BURN_C = """
+static void burn(double seconds) {
+    struct timespec t0, t;
+    syscall(SYS_clock_gettime, CLOCK_PROCESS_CPUTIME_ID, &t0);
+    do {
+        syscall(SYS_clock_gettime, CLOCK_PROCESS_CPUTIME_ID, &t);
+    } while ((t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 < seconds);
+}
+"""
+STENCIL_CHEATS = {
+    # the metric forged, the kernel unchanged: the difference does not move
+    "slow-clock": KERNEL + SLOW_CLOCK_C,
+    # ... and CPU burnt at exit when the run was the low size (few calls), so that its own
+    # high-minus-low difference shrinks to nothing: a plain difference would read it faster
+    "slow-clock-burns-at-the-low-size": KERNEL.replace(
+        "void box_sum(", "static int calls;\n\nvoid box_sum("
+    ).replace("    const long m = (long)n;", "    const long m = (long)n;\n    calls++;")
+    + SLOW_CLOCK_C
+    + BURN_C
+    + "\n__attribute__((destructor)) static void at_exit(void) {\n"
+    "    if (calls < 8) burn(0.4);\n}\n",
+    # really faster per call, with its work moved into start-up (which a plain difference
+    # cancels): at the high size the whole run is slower than the baseline's
+    "work-at-start-up": FASTER_KERNEL
+    + "\n#include <sys/syscall.h>\n#include <time.h>\n#include <unistd.h>\n"
+    + BURN_C
+    + "\n__attribute__((constructor)) static void prepare(void) { burn(0.35); }\n",
+}
+
+
+@pytest.fixture(scope="module")
+def stencil_frozen(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("cc") is None:
+        pytest.skip("the stencil example needs a C compiler")
+    tmp = tmp_path_factory.mktemp("stencil-cheats")
+    out = tmp / "frozen.toml"
+    freeze_external(
+        make_project(tmp, {"max_rounds = 8": "max_rounds = 4\nmin_rounds = 4"}, "stencil"), out
+    )
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cheat", sorted(STENCIL_CHEATS))
+def test_a_cheat_on_the_scaled_benchmark_never_earns_improved(
+    tmp_path: Path, stencil_frozen: Path, cheat: str
+) -> None:
+    d = tmp_path / "cand"
+    d.mkdir()
+    (d / "stencil.c").write_text(STENCIL_CHEATS[cheat])
+    r = judge_external(load_frozen(stencil_frozen), d, seed=3)
+    assert r.verdict == "accepted", r.reasons  # correct: only its speed is in question
+    m = r.metrics
+    assert m is not None and m.os_check is not None
+    assert m.overall.ratio is not None and m.overall.ratio < 0.3  # what the metric claims
+    assert m.os_check.basis == "scaled_difference"
+    assert m.verdict != "improved", (m.overall, m.os_check)
+    assert m.os_check.outcome in ("unresolved", "contradicted"), m.os_check
+    if cheat == "work-at-start-up":
+        assert m.os_check.outcome == "contradicted", m.os_check.why

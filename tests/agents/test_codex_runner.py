@@ -103,14 +103,15 @@ def test_run_with_a_recorded_stream_prices_known_models(tmp_path: Path) -> None:
 def test_default_model_is_priced_from_what_the_proxy_saw(tmp_path: Path) -> None:
     from optarena.agents._cli_agent import Parsed
     from optarena.agents._codex_stream import parse_codex_stream
-    from optarena.proxy import CallRecord, MeteredSession, ProxyLimits
+    from optarena.proxy import MeteredSession, ProxyLimits
 
     stream = parse_codex_stream(DATA.joinpath("codex_success.jsonl").read_text().splitlines())
     session = MeteredSession("http://127.0.0.1:9", ProxyLimits(), tmp_path / "c.jsonl")
-    session.meter.record(
-        CallRecord(seq=1, started_at="t", api="responses", method="POST", path="/v1/responses",
-                   model="gpt-5", status=200, input_tokens=1, output_tokens=1)
-    )  # fmt: skip
+    call = session.meter.start(
+        started_at="t", api="responses", method="POST", path="/v1/responses", model="gpt-5"
+    )
+    call.status, call.input_tokens, call.output_tokens = 200, 1, 1
+    session.meter.record(call)
     parsed = Parsed(stream.usage, stream.thread_id, "completed", "", {"codex": {}})
     context = replace(RunContext.bare(tmp_path, tmp_path / "logs"), metered=session.usage)
     usage = CodexRunner(CodexOptions()).reported_usage(parsed, context)

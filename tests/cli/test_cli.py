@@ -102,6 +102,11 @@ def test_judge_exit_codes_and_json() -> None:
         ),
         (["judge", "rmsnorm", "/no/such/dir"], "does not exist"),
         (["task", "show", "nope"], "known tasks"),
+        (  # a format spec asked Python for a 100 GB string: a MemoryError traceback
+            ["run", "--task", "rmsnorm", "--command", "echo {workspace:>99999999999}"],
+            "bad placeholder '{workspace:>99999999999}'",
+        ),
+        (["run", "--task", "rmsnorm", "--command", "echo {trial_id!r}"], "bad placeholder"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:

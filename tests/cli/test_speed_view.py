@@ -107,3 +107,39 @@ def test_the_speed_line_reads_one_way() -> None:
     assert speed_text(m) == "1.01x faster, 1.04x slower..1.05x faster, inconclusive"
     assert speed_text(None, "rejected") == "none (rejected)"
     assert speed_text(None, "accepted") == "not measured"
+
+
+def test_a_scaled_benchmark_shows_both_sizes_and_the_os_check() -> None:
+    """`trial show` of an external benchmark with a scale: the OS's CPU at both sizes beside
+    the metric, and the OS check's outcome with what the spec could add."""
+    from rich.console import Console
+
+    from optarena.cli._speed_view import benchmark_view
+    from optarena.records import BenchmarkRound, BenchmarkStop, ExternalMetrics, OsCheck, ScaleRuns
+
+    low = ScaleRuns(
+        baseline=1e-3, candidate=1e-4, baseline_wall_s=0.2, candidate_wall_s=0.2,
+        baseline_cpu_s=0.15, candidate_cpu_s=0.16,
+    )  # fmt: skip
+    rnd = BenchmarkRound(
+        order="AB", baseline=1e-3, candidate=1e-4, baseline_wall_s=0.5, candidate_wall_s=0.3,
+        baseline_cpu_s=0.45, candidate_cpu_s=0.21, log_ratio=-2.3, low=low,
+    )  # fmt: skip
+    check = OsCheck(
+        outcome="unresolved", basis="scaled_difference", clock="cpu", ratio=0.9,
+        ratio_ci=[0.7, 1.1], metric_ratio=0.1, why="the OS's CPU time of the scaled part ...",
+        advice="raise [benchmark] scale.high",
+    )  # fmt: skip
+    m = ExternalMetrics(
+        metric={"json": "seconds"}, direction="lower", ratio_meaning="c/b",
+        verdict="inconclusive", overall=_summary("inconclusive", 0.1, [0.09, 0.11]),
+        stop=BenchmarkStop(reason="max_rounds", rounds=1, budget_s=30), rounds=[rnd],
+        scale=[1, 192], os_check=check, crosscheck=[check.why],
+    )  # fmt: skip
+    console = Console(width=200, record=True)
+    console.print(benchmark_view(m))
+    text = console.export_text()
+    assert "cpu b / c (s) @192" in text and "cpu b / c (s) @1" in text
+    assert "0.45 / 0.21" in text and "0.15 / 0.16" in text
+    assert "OS check: unresolved (scaled_difference)" in text
+    assert "to resolve it: raise [benchmark] scale.high" in text

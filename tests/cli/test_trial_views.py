@@ -1,13 +1,22 @@
 """Tables of trials fit the terminal: cells wrap between words; only a word too long for any
-column is folded, in the column that gives way, never a reason code or a trial id."""
+column is folded, in the column that gives way, never a reason code or a trial id. Costs are
+labelled with whose figure they are: metered by optarena, or the agent's own report."""
 
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 
+import pytest
 from rich.console import Console
 
-from optarena.cli._trial_views import fitted_table
+from ledger.conftest import running_record
+from optarena.cli import main
+from optarena.cli._trial_views import fitted_table, trials_table
+from optarena.ledger import Ledger, utc_now
+from optarena.records import Usage
+from optarena.report import render_trial_markdown
 
 
 def _render(table: object, width: int) -> list[str]:
@@ -40,3 +49,80 @@ def test_short_cells_are_not_wrapped() -> None:
     cells = [_row("command", "out_of_scope")]
     lines = _render(fitted_table(HEADS, cells, wrap={3: 1, 5: 2}, width=80), 80)
     assert len(lines) == 2 and "command" in lines[1] and "out_of_scope" in lines[1]
+
+
+# --- which cost is which ----------------------------------------------------------------------
+
+AGENT_SAYS = Usage(source="agent-reported", input_tokens=100, output_tokens=10, cost_usd=0.0123)
+METERED = Usage(source="metered", calls=1, input_tokens=900, output_tokens=90, cost_usd=0.05)
+CUT = Usage(
+    source="metered", calls=2, tokens_at_least=1201, cost_usd_at_least=0.0013
+)  # a stream cut before its final usage: unknown, with what it reported as a lower bound
+
+
+def _ledger_with(home: Path, usages: dict[str, tuple[Usage, Usage | None]]) -> None:
+    with Ledger(home) as ledger:
+        for tid, (usage, metered) in usages.items():
+            rec = running_record(tid)
+            ledger.begin_trial(rec)
+            done = {"state": "complete", "finished_at": utc_now(), "verdict": "rejected"}
+            done |= {"agent_status": "completed", "usage": usage, "metered_usage": metered}
+            ledger.finish_trial(rec.model_copy(update=done))
+
+
+def _cells(out: str, tid: str) -> list[str]:
+    [line] = [ln for ln in out.splitlines() if ln.startswith(tid)]
+    return line.split()
+
+
+def test_listings_never_show_the_agents_own_claim_as_the_metered_cost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`meter=false`: the listing showed the agent's own claim as "cost". Each figure has its
+    own labelled column; not metered is `-`, unknown `?`, a lower bound `≥`."""
+    home = tmp_path / "L"
+    _ledger_with(
+        home,
+        {
+            "t-unmetered": (AGENT_SAYS, None),
+            "t-metered": (AGENT_SAYS, METERED),
+            "t-cut": (Usage(source="agent-reported"), CUT),
+        },
+    )
+    assert main(["trials", "--ledger", str(home)]) == 0
+    out = capsys.readouterr().out
+    legend = " ".join(out.split())  # wrapped to the terminal's width
+    assert "metered by optarena's proxy" in legend and "agent's: the agent's own claim" in legend
+    assert _cells(out, "t-unmetered")[-2:] == ["-", "$0.0123"]
+    assert _cells(out, "t-metered")[-2:] == ["$0.0500", "$0.0123"]
+    assert _cells(out, "t-cut")[-2:] == ["≥$0.0013", "?"]
+    with Ledger(home) as ledger:  # a listing where no agent reported a cost: no column of ?
+        table = trials_table([ledger.get("t-cut")], 80)
+    assert [c.header for c in table.columns][-2:] == ["agent s", "metered"]
+
+    assert main(["trial", "show", "t-unmetered", "--ledger", str(home)]) == 0
+    show = capsys.readouterr().out
+    assert "metered    not metered (no proxy ran)" in show
+    assert (
+        "reported   in 100, out 10" in show and "cost $0.0123  (agent-reported, unchecked)" in show
+    )
+    assert main(["trial", "show", "t-cut", "--ledger", str(home)]) == 0
+    show = capsys.readouterr().out
+    assert "metered    in ?, out ?, cache r/w ?/? (tokens unknown, at least 1201)" in show
+    assert "cost ≥$0.0013  (by optarena's proxy)" in show
+
+    assert main(["trial", "show", "t-unmetered", "--json", "--ledger", str(home)]) == 0
+    trial = json.loads(capsys.readouterr().out)["trial"]
+    assert trial["metered_usage"] is None
+    assert (trial["usage"]["source"], trial["usage"]["cost_usd"]) == ("agent-reported", 0.0123)
+
+
+def test_the_trial_report_labels_each_figure() -> None:
+    rec = running_record("t1").model_copy(update={"usage": AGENT_SAYS, "metered_usage": None})
+    md = render_trial_markdown(rec, {})
+    assert "| metered cost USD | not metered |" in md
+    assert "| agent-reported cost USD (unchecked) | $0.0123 |" in md
+    rec = rec.model_copy(update={"metered_usage": CUT})
+    md = render_trial_markdown(rec, {})
+    assert "| metered cost USD | ≥$0.0013 |" in md
+    assert "| metered tokens in/out, all | unknown / unknown, ≥1201 |" in md

@@ -89,5 +89,5 @@ def test_claude_code_experiment_with_and_without_a_hint(
     rows = {r.condition: r for r in c.trials}
     assert rows["plain"].agent_status == rows["hint"].agent_status == "completed"
     assert rows["plain"].verdict == rows["hint"].verdict == "accepted"
-    assert rows["hint"].tokens is not None  # metered by the proxy, from real calls
+    assert rows["hint"].metered_tokens is not None  # metered by the proxy, from real calls
     assert c.comparisons[0].pairs == 1 and c.comparisons[0].verdict == "not_measured"

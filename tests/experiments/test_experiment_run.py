@@ -100,7 +100,8 @@ def test_interrupted_then_resumed_without_loss_or_duplicates(tmp_path: Path) -> 
     # a correctness-only plan: no speed figure at all, never a confident 1.0
     assert by_name["wrong"].effective_median is None and not c.speed_measured
     assert c.comparisons[0].verdict == "not_measured"
-    assert by_name["plain"].cost_usd.value is None and by_name["plain"].cost_usd.unknown == 2
+    assert by_name["plain"].metered_cost_usd.value is None
+    assert by_name["plain"].metered_cost_usd.unknown == 2
     assert c.comparisons[0].correctness_diff == -1.0
     with Ledger.open(home) as led:
         for r in led.trials(limit=None):

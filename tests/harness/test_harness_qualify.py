@@ -4,6 +4,7 @@ and export of the qualified ones only."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -218,4 +219,40 @@ def test_an_artifact_holding_a_link_is_quarantined_and_what_it_names_is_never_re
         "SECRET" in p.read_text()
         for p in (tmp_path / "export").rglob("*")
         if p.is_file() and not p.is_symlink()
+    )
+
+
+def test_hostile_names_and_shapes_in_an_artifact_are_quarantined_never_a_crash(
+    tmp_path: Path,
+) -> None:
+    """Beyond links: a FIFO (a copy would block), a hard link to a file others may not read,
+    a name that is not UTF-8 (the registry could not be written: a crash), a name carrying a
+    newline, and an MCP manifest nested past the JSON parser's depth (RecursionError)."""
+    secret = tmp_path / "secret.key"
+    secret.write_text("SECRET-KEY-BYTES")
+    secret.chmod(0o600)
+    area, snaps = tmp_path / ".harness", tmp_path / "snapshots"
+    body = "---\nname: s\ndescription: a skill\n---\nUse it.\n"
+    os.mkfifo(_skill(area, "piped", body) / "pipe")
+    os.link(secret, _skill(area, "hard", body) / "key.txt")
+    _skill(area, os.fsdecode(b"bad\xffname"), body)
+    _skill(area, "line\nbreak", body)
+    deep = area / "mcp" / "deep"
+    deep.mkdir(parents=True)
+    (deep / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    reg = Registry(run="r")
+    added = scan_area(reg, area, snaps, iteration=1)
+    save_registry(reg, tmp_path / "registry.json")  # every name storable
+    assert sorted((a.name, a.status) for a in added) == [
+        ("bad\\xffname", "quarantined"),
+        ("deep", "quarantined"),
+        ("hard", "quarantined"),
+        ("line\\x0abreak", "quarantined"),
+        ("piped", "quarantined"),
+    ]
+    reports = {a.name: a.report for a in added}
+    assert "a FIFO" in reports["piped"] and "hard link" in reports["hard"]
+    assert "nested too deeply" in reports["deep"]
+    assert not any(
+        b"SECRET" in p.read_bytes() for p in snaps.rglob("*") if p.is_file() and not p.is_symlink()
     )

@@ -3,6 +3,7 @@ taken in from the trial's `api_calls.jsonl` when the trial never finished (Ctrl-
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 from collections.abc import Callable
@@ -93,3 +94,32 @@ def test_an_interrupt_takes_in_the_calls_logged_so_far(
         assert ledger.mark_interrupted("t1", "during agent: KeyboardInterrupt")
         assert [c.seq for c in ledger.calls("t1")] == [1]
         assert ledger.get("t1").error == "during agent: KeyboardInterrupt"
+
+
+def test_an_unknown_count_keeps_its_lower_bound_and_reason(
+    tmp_path: Path, make_record: MakeRecord
+) -> None:
+    """A call cut before its final usage is stored with its counts unknown and what it did
+    report as a named lower bound, in the ledger and in the log an interrupted trial takes
+    in; a line an older optarena wrote (call record version 1) still reads."""
+    cut = call(
+        1,
+        input_tokens=None,
+        output_tokens=None,
+        cost_usd=None,
+        tokens_at_least=1201,
+        cost_usd_at_least=0.0013,
+        usage_note="the agent hung up before its final usage event",
+    )
+    with Ledger(tmp_path / "L") as ledger:
+        rec = make_record("t1")
+        ledger.begin_trial(rec)
+        ledger.finish_trial(finished(rec), calls=[cut])
+        assert ledger.calls("t1") == [cut]
+        log = TrialPaths.of(ledger.work_dir("t2")).calls_log
+        log.parent.mkdir(parents=True)
+        old = call(1).model_dump(exclude={"tokens_at_least", "cost_usd_at_least", "usage_note"})
+        old["schema_version"] = 1
+        log.write_text(json.dumps(old) + "\n" + cut.model_copy(update={"seq": 2}).model_dump_json())
+        calls, notes = ledger.logged_calls("t2")
+        assert notes == [] and [c.tokens_at_least for c in calls] == [None, 1201]

@@ -134,6 +134,18 @@ def test_a_missing_workspace_is_an_error_result(small_task: Task, tmp_path: Path
     assert result.is_error and "does not exist" in _text(result)
 
 
+def test_a_sparse_editable_file_of_terabytes_is_an_error_not_a_full_disk(
+    small_task: Task, tmp_path: Path
+) -> None:
+    """The agent chooses the size of what a tool copies: a 1 TB sparse `solution.py` costs it
+    nothing, and a copy of it would have written a terabyte of zeros."""
+    ws = _workspace(small_task, tmp_path / "ws")
+    with open(ws / "solution.py", "r+b") as f:
+        f.truncate(1 << 40)
+    result = _call(TaskTools(small_task, ws, Telemetry(None)), "check_correctness")
+    assert result.is_error and "more than 256 MiB" in _text(result)
+
+
 def test_served_over_stdio_by_the_cli(small_task: Task, tmp_path: Path) -> None:
     ws = _workspace(small_task, tmp_path / "ws", WRONG)
     log = tmp_path / "logs" / "calls.jsonl"

@@ -224,7 +224,7 @@ def test_a_budget_that_an_unknown_count_would_break_is_kept_by_refusing(
     with MeteredSession(fake.url, ProxyLimits(max_tokens=10**9), tmp_path / "t.jsonl") as s:
         assert post(s.url, PATHS["chat"], bare_stream)[0] == 200
         status, raw, _ = post(s.url, PATHS["chat"], bare_stream)
-    assert status == 400 and b"reported no token counts" in raw
+    assert status == 400 and b"call 1's token count is unknown (the stream carried no usage" in raw
     assert s.meter.calls[0].input_tokens is None and len(fake.served) == 1
     unpriced = {**body("anthropic", False), "model": "model-nobody-prices"}
     with MeteredSession(fake.url, ProxyLimits(max_cost_usd=5.0), tmp_path / "u.jsonl") as s:

@@ -31,11 +31,15 @@ PRICES = PriceTable.model_validate(
 )
 
 
-def call(seq: int, model: str = "m-1", status: int = 200, **tokens: int | None) -> CallRecord:
-    c = CallRecord(
-        seq=seq, started_at="t", api="responses", method="POST", path="/v1/responses",
-        model=model, status=status, **tokens,
-    )  # fmt: skip
+def settle(m: Meter, model: str = "m-1", status: int = 200, **tokens: int | None) -> CallRecord:
+    """One call through `m` as the proxy makes it: started, answered with `tokens`, priced,
+    recorded."""
+    c = m.start(started_at="t", api="responses", method="POST", path="/v1/responses", model=model)
+    c.status = status
+    for name, value in tokens.items():
+        setattr(c, name, value)
+    m.account(c, None)
+    m.record(c)
     return c
 
 
@@ -64,13 +68,9 @@ def test_bad_price_table_names_the_field(tmp_path: Path) -> None:
 def test_totals_and_cost_over_answered_calls(tmp_path: Path) -> None:
     log = tmp_path / "calls.jsonl"
     m = Meter(ProxyLimits(), PRICES, log)
-    for c in (
-        call(1, input_tokens=100, output_tokens=10, cache_read_tokens=1000),
-        call(2, input_tokens=50, output_tokens=5, cache_read_tokens=0),
-        call(3, status=500),  # failed: no tokens, not billed
-    ):
-        m.price(c)
-        m.record(c)
+    settle(m, input_tokens=100, output_tokens=10, cache_read_tokens=1000)
+    settle(m, input_tokens=50, output_tokens=5, cache_read_tokens=0)
+    settle(m, status=500)  # failed: no tokens, not billed
     u = m.usage()
     assert (u.calls, u.input_tokens, u.output_tokens, u.cache_read_tokens) == (3, 150, 15, 1000)
     assert u.cost_usd == pytest.approx((150 * 2 + 15 * 10 + 1000 * 0.5) / 1e6)
@@ -80,9 +80,8 @@ def test_totals_and_cost_over_answered_calls(tmp_path: Path) -> None:
 
 def test_unpriced_model_makes_the_total_cost_unknown() -> None:
     m = Meter(ProxyLimits(), PRICES)
-    for c in (call(1, input_tokens=1, output_tokens=1), call(2, "other", input_tokens=1)):
-        m.price(c)
-        m.record(c)
+    settle(m, input_tokens=1, output_tokens=1)
+    settle(m, "other", input_tokens=1, output_tokens=1)
     assert m.usage().cost_usd is None
 
 
@@ -101,11 +100,9 @@ def test_no_calls_is_a_measured_zero() -> None:
 )
 def test_limits_refuse_the_next_call(limits: ProxyLimits, reason: str) -> None:
     m = Meter(limits, PRICES)
-    for seq in (1, 2):
+    for _ in (1, 2):
         assert m.admit("m-1") is None
-        c = call(seq, input_tokens=100, output_tokens=15, cache_read_tokens=50)
-        m.price(c)
-        m.record(c)
+        settle(m, input_tokens=100, output_tokens=15, cache_read_tokens=50)
     refusal = m.admit("m-1")
     assert refusal is not None and refusal.startswith(reason)
     assert m.budget_hit
@@ -125,9 +122,9 @@ def test_drain_waits_for_every_call_in_flight() -> None:
     import threading
 
     m = Meter(ProxyLimits(), PRICES)
-    seq = m.next_seq()
-    assert m.drain(0.01) == 1  # handed out, not recorded: still in flight
-    t = threading.Timer(0.2, m.record, args=(call(seq),))
+    c = m.start(started_at="t", api="chat", method="POST", path="/v1/chat/completions")
+    assert m.drain(0.01) == 1  # started, not recorded: still in flight
+    t = threading.Timer(0.2, m.record, args=(c,))
     t.start()
     assert m.drain(30) == 0 and len(m.calls) == 1
     t.join()
@@ -139,15 +136,42 @@ def test_a_budget_an_unknown_count_would_break_refuses_the_next_call() -> None:
     cost budget. A failed call (no reply to count) stops nothing."""
     m = Meter(ProxyLimits(max_tokens=10**6), PRICES)
     assert m.admit("m-1") is None
-    m.record(call(1, status=500))  # failed: nothing to count
+    settle(m, status=500)  # failed: nothing to count
     assert m.admit("m-1") is None
-    m.record(call(2))  # answered, no counts
-    assert (m.admit("m-1") or "").startswith("call 2 reported no token counts")
+    settle(m)  # answered, no counts
+    assert (m.admit("m-1") or "").startswith("call 2's token count is unknown")
     c = Meter(ProxyLimits(max_cost_usd=1.0), PRICES)
     assert (
         c.admit("no-such-model")
         == "no price for model 'no-such-model': the cost budget cannot be kept"
     )
     assert c.admit("m-1") is None
-    c.record(call(1, input_tokens=5))  # counted, but no cost was worked out for it
+    settle(c, input_tokens=5)  # counted, but no cost was worked out for it
     assert (c.admit("m-1") or "").startswith("call 1 has no known cost")
+
+
+def test_under_a_budget_a_call_waits_for_the_calls_before_it() -> None:
+    """A count still coming is unknown: under a token budget the next call is admitted only
+    once the earlier ones are recorded; still in flight after the wait, it is refused. With
+    no token or cost budget nothing waits."""
+    import threading
+
+    m = Meter(ProxyLimits(max_tokens=10**6), PRICES)
+    first = m.start(started_at="t", api="chat", method="POST", path="/v1/chat/completions")
+    assert m.admit("m-1", seq=first.seq) is None
+    nxt = m.start(started_at="t", api="chat", method="POST", path="/v1/chat/completions")
+    refusal = m.admit("m-1", seq=nxt.seq, wait_s=0.05)
+    assert refusal == (
+        "call(s) 1 still in flight after 0.05 s: their counts are unknown, so the budget "
+        "cannot be kept"
+    )
+    nxt.refused = refusal
+    m.record(nxt)  # as the proxy records a refused call
+    first.status, first.input_tokens, first.output_tokens = 200, 10, 10
+    threading.Timer(0.2, m.record, args=(first,)).start()
+    later = m.start(started_at="t", api="chat", method="POST", path="/v1/chat/completions")
+    assert m.admit("m-1", seq=later.seq, wait_s=30) is None  # once call 1 is counted
+    free = Meter(ProxyLimits(max_calls=10), PRICES)
+    a = free.start(started_at="t", api="chat", method="POST", path="/v1/chat/completions")
+    b = free.start(started_at="t", api="chat", method="POST", path="/v1/chat/completions")
+    assert free.admit("m-1", seq=a.seq) is None and free.admit("m-1", seq=b.seq) is None

@@ -38,8 +38,10 @@ def _row(
         speedup=speedup,
         speed_verdict="improved" if speedup and speedup > 1.1 else "inconclusive",
         effective_speedup=speedup if verdict == "accepted" and speedup else 1.0,
-        tokens=1000 + 10 * i,
-        cost_usd=cost,
+        metered_tokens=1000 + 10 * i,
+        metered_cost_usd=cost,
+        reported_tokens=None,
+        reported_cost_usd=0.5,  # the agent's claim: shown apart, never as the metered cost
         agent_wall_s=5.0 + i,
         wall_s=20.0 + i,
         identity="same",
@@ -128,10 +130,10 @@ def test_no_cost_recorded_is_said_not_drawn() -> None:
         _row(i, "rmsnorm", c, r, "accepted", 1.2, cost=0.0 if i % 2 else None)
         for i, (c, r) in enumerate(cells)
     ]
-    rows = [r.model_copy(update={"tokens": None}) for r in rows]
+    rows = [r.model_copy(update={"metered_tokens": None, "reported_cost_usd": None}) for r in rows]
     html = render_html(_comparison(rows, []))
-    assert "no cost recorded: 3 trial(s) of unknown cost, 3 at $0" in html
-    assert "cost vs effective speed-up, per trial</text>" not in html  # no chart of it
+    assert "no cost recorded: 3 trial(s) of unknown metered cost, 3 at $0" in html
+    assert "vs effective speed-up, per trial</text>" not in html  # no chart of it
 
 
 def test_a_correctness_only_experiment_draws_no_speed() -> None:
@@ -221,3 +223,20 @@ def test_every_chart_chromium_renders_has_axes_and_marks(tmp_path: Path) -> None
         assert chart_problems(png, i * H) == [], (i, charts[i][:160])
     assert chart_problems(png, len(charts) * H)[0].startswith("no numeric y axis")
     assert chart_problems(png, (len(charts) + 1) * H)[0].startswith("no marks")
+
+
+def test_metered_and_agent_reported_costs_stay_in_their_own_labelled_columns() -> None:
+    """Every trial here reports $0.50 itself; the metered figures are what the tables and the
+    cost chart use, and the agents' claims have their own column, labelled as such."""
+    c = comparison()
+    md = render_markdown(c)
+    header = next(ln for ln in md.splitlines() if ln.startswith("| condition"))
+    assert "| metered cost USD | agent-reported cost USD (unchecked) |" in header
+    plain = next(ln for ln in md.splitlines() if ln.startswith("| plain |"))
+    cells = [x.strip() for x in plain.split("|")]
+    metered, reported = cells[header.split("|").index(" metered cost USD ")], cells[-4]
+    assert metered == "0.3000 (+1 unknown)"  # trials 2..10; trial 0 unknown, never 0
+    assert reported == "3.0000"
+    html = render_html(c)
+    assert "metered cost USD vs effective speed-up" in html  # the chart uses the metered figure
+    assert "agent-reported cost USD (unchecked)" in html

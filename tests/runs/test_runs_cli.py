@@ -221,8 +221,9 @@ def test_a_workspace_nested_past_the_recursion_limit_is_still_recorded(
     tmp_path: Path, capsys: Capsys, agent: Callable[[str], str]
 ) -> None:
     """An agent nesting directories 1,500 deep in its workspace: the sandbox's hand-back of
-    the files, the capture and the logs walk it without recursion, and the trial is judged
-    (os.walk and rglob recurse, and raised RecursionError inside optarena)."""
+    the files, the survey and the logs walk it without recursion (os.walk and rglob recurse,
+    and raised RecursionError inside optarena), and the trial is recorded: rejected unread,
+    since what lies below the survey's depth could not be bounded before git read it."""
     import subprocess
 
     led = tmp_path / "L"
@@ -232,10 +233,10 @@ def test_a_workspace_nested_past_the_recursion_limit_is_still_recorded(
             ["run", "--task", "rmsnorm", "--command", command, "--no-measure", "--ledger", str(led)]
         )
         out = capsys.readouterr().out
-        assert code == 0, out
+        assert code == 1, out
         with Ledger(led) as ledger:
             [rec] = ledger.trials()
-        assert rec.verdict == "accepted" and rec.agent_status == "completed"
-        assert any(c.path == "d/top.txt" for c in rec.changed)  # listed, ignored, not judged
+        assert rec.state == "complete" and rec.agent_status == "completed"
+        assert rec.verdict == "rejected" and rec.reason_codes == ["nested_too_deep"]
     finally:
         subprocess.run(["rm", "-rf", str(led / "work")], check=False)  # rmtree recurses

@@ -238,3 +238,38 @@ def test_the_agents_clone_holds_no_commit_after_base(tmp_path: Path) -> None:
     assert "FUTURE-SIEVE-7731" not in everything and "def count_primes" in everything
     assert git("tag") == "" and "solution" not in git("branch", "-a")
     assert git("rev-parse", "HEAD").strip() == record.baseline_commit
+
+
+def test_files_tracked_although_ignored_are_not_deliveries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A project that tracks files its own .gitignore matches (compiled translations, say):
+    the capture must see what the agent changed relative to base, whatever .gitignore says.
+    From an empty index, every such file read as deleted: every delivery was out_of_scope."""
+    repo = tmp_path / "primes"
+    shutil.copytree(EXAMPLE / "primes", repo)
+    (repo / "locale").mkdir()
+    (repo / "locale" / "fr.mo").write_bytes(b"\x95\x04\x12\xde compiled")
+    (repo / ".gitignore").write_text("*.mo\nbuild/\n")
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-f", "locale/fr.mo"], cwd=repo, check=True)
+    subprocess.run(["git", *ident, "commit", "-q", "-m", "base"], cwd=repo, check=True)
+    shutil.copyfile(EXAMPLE / "primes.toml", tmp_path / "primes.toml")
+    frozen = tmp_path / "frozen.toml"
+    freeze_external(tmp_path / "primes.toml", frozen)
+    sieve = EXAMPLE / "candidates" / "sieve" / "primes.py"
+    # the sieve, an ignored build output (never a delivery), and the tracked .mo left alone
+    cmd = f"sh -c 'cp {sieve} {{workspace}}/primes.py && mkdir -p {{workspace}}/build/x'"
+    argv = ["run", "--task", str(frozen), "--agent", "command", "--command", cmd]
+    assert main([*argv, "--ledger", str(tmp_path / "L"), "--no-measure", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["verdict"] == "accepted", record["reasons"]
+    assert [c["path"] for c in record["changed"]] == ["primes.py"], record
+    # ... and a change to the ignored-but-tracked file is seen, as any tracked file's is
+    cmd = "sh -c 'echo changed > {workspace}/locale/fr.mo'"
+    argv = ["run", "--task", str(frozen), "--agent", "command", "--command", cmd]
+    assert main([*argv, "--ledger", str(tmp_path / "L"), "--no-measure", "--json"]) == 1
+    record = json.loads(capsys.readouterr().out)
+    assert record["out_of_scope"] == ["locale/fr.mo"]

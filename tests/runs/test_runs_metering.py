@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from optarena.agents import AgentLimits, AgentOutcome, RunContext
-from optarena.fakemodel import USAGE, FakeModelServer, make_script
+from optarena.fakemodel import USAGE, FakeModelServer, LongStreamScript, WireFault, make_script
 from optarena.ledger import Ledger, TrialRecord
 from optarena.runs import TrialConfig, TrialHook, run_trial
+from optarena.sandbox import probe
 from optarena.tasks import Task
+from sandbox.test_agent_relay import FLOOD
 
 # One Anthropic call at $ANTHROPIC_BASE_URL, one Chat Completions call at $OPENAI_BASE_URL,
 # one at the proxy URL the template passed as $1; then the agent reports usage of its own
@@ -255,3 +257,78 @@ def test_a_command_agent_cannot_spend_around_the_meter(
         ("other", True),
         ("chat", False),
     ]
+
+
+# A streamed call read in part, then hung up on (the reported attack), then a second call.
+HANG_UP = """python3 - <<'END'
+import json, os, socket, urllib.error, urllib.request
+from urllib.parse import urlsplit
+base = urlsplit(os.environ["ANTHROPIC_BASE_URL"])
+body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 8000, "stream": True,
+                   "messages": [{"role": "user", "content": "write a lot"}]}).encode()
+s = socket.create_connection((base.hostname, base.port), timeout=30)
+s.sendall(b"POST /v1/messages HTTP/1.1\\r\\nHost: x\\r\\ncontent-type: application/json\\r\\n"
+          b"x-api-key: k\\r\\ncontent-length: %d\\r\\n\\r\\n%s" % (len(body), body))
+got = b""
+while got.count(b"content_block_delta") < 30:
+    piece = s.recv(4096)
+    if not piece:
+        break
+    got += piece
+s.close()
+print("hung up")
+req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
+    data=json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 16,
+                     "messages": [{"role": "user", "content": "hi"}]}).encode(),
+    headers={"content-type": "application/json", "x-api-key": "k"})
+try:
+    print(urllib.request.urlopen(req, timeout=30).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+END
+"""
+
+
+@pytest.mark.parametrize("upstream_cut", [False, True])
+def test_hanging_up_mid_stream_neither_hides_tokens_nor_slips_past_a_budget(
+    ledger: Ledger, rmsnorm: Task, agent: Callable[[str], str], upstream_cut: bool
+) -> None:
+    """A contained command agent reads 30 of 40 chunks and hangs up, then calls again under
+    a 5,000-token budget. The proxy reads the rest of the stream: the call counts its 7,000
+    output tokens and the second call is refused. When the upstream itself breaks the stream
+    off, the count is unknown (a named lower bound in the ledger) and the budget refuses on
+    that, the outcome saying why."""
+    wire = WireFault(event_delay_s=0.005, cut_after=33 if upstream_cut else None)
+    with FakeModelServer(LongStreamScript(wire)) as fake:
+        rec = _trial(ledger, rmsnorm, agent(HANG_UP), fake, max_tokens=5000)
+    stdout = ledger.store.read_text(rec.artifacts["logs/stdout.log"])
+    assert stdout.split() == ["hung", "up", "400"]
+    assert rec.agent_status == "budget_exceeded", rec.agent_detail
+    first, second = ledger.calls(rec.id)
+    assert second.refused is not None and len(fake.served) == 1
+    if upstream_cut:
+        assert first.output_tokens is None and first.tokens_at_least == 1201
+        assert first.usage_note is not None and "before its final usage event" in first.usage_note
+        assert "call 1's token count is unknown" in rec.agent_detail
+        assert "token counts unknown for call(s) 1" in rec.agent_detail
+        metered = rec.metered_usage
+        assert metered is not None and metered.output_tokens is None
+        assert metered.tokens_at_least == 1201 and metered.cost_usd is None
+    else:
+        assert (first.input_tokens, first.output_tokens) == (1000, 7000)
+        assert "token budget exhausted (8200 of 5000 tokens used)" in rec.agent_detail
+
+
+@pytest.mark.skipif(probe().netns is not None, reason="no network namespace: no bridge")
+def test_a_flood_of_connections_is_refused_and_noted_on_the_outcome(
+    ledger: Ledger, rmsnorm: Task, agent: Callable[[str], str]
+) -> None:
+    """600 connections straight to the bridge socket and 200 through the relay, held: the
+    bridge and the proxy refuse what is over their limits, and the trial's outcome says so."""
+    with FakeModelServer(make_script("hello")) as fake:
+        rec = _trial(ledger, rmsnorm, agent(FLOOD.format(port=0)), fake)
+    err = ledger.store.read_text(rec.artifacts["logs/stderr.log"])
+    assert "held 800" in ledger.store.read_text(rec.artifacts["logs/stdout.log"]), err
+    assert "the agent's network bridge refused" in rec.agent_detail
+    assert "the proxy refused" in rec.agent_detail and "over its limit of 32" in rec.agent_detail
+    assert rec.agent_sandbox is not None and rec.agent_sandbox["bridge_refused"] >= 600 - 64

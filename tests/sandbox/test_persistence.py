@@ -397,6 +397,42 @@ def test_sweep_removes_only_what_the_uid_owns(tmp_path: Path) -> None:
     assert (closed / "mine-but-unreachable").exists()  # the uid could not have made it there
 
 
+def _chain(root: Path, depth: int, owner: int) -> None:
+    """`depth` nested directories owned by `owner`, made through descriptors."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            os.chown("d", owner, owner, dir_fd=fd)
+            nxt = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    finally:
+        os.close(fd)
+
+
+@needs_root
+def test_sweep_survives_trees_nested_thousands_deep(tmp_path: Path) -> None:
+    """A tree 3,000 deep in a shared scratch directory (anyone's, or the uid's own) made
+    `os.fwalk` and `rmtree` raise RecursionError in every later judge's sweep: each judgement
+    then ended in `judge_error`."""
+    uid = 1_500_000 + 4094
+    root = tmp_path / "scratch"
+    root.mkdir(mode=0o1777)
+    root.chmod(0o1777)
+    try:
+        (root / "others").mkdir()
+        _chain(root / "others", 3000, 0)  # root's, searchable: walked, to the depth limit
+        (root / "mine").mkdir()
+        os.chown(root / "mine", uid, uid)
+        _chain(root / "mine", 3000, uid)  # the uid's: removed whole
+        removed = remove_files_of(uid, [str(root)])
+        assert [os.path.basename(p) for p in removed] == ["mine"]
+        assert not (root / "mine").exists() and (root / "others").exists()
+    finally:  # pytest's own clean-up of old temporary directories recurses
+        subprocess.run(["rm", "-rf", str(root)], check=True)
+
+
 class _Prefer(random.Random):
     """Leases try `uid` first (to lease the same uid again, as a later judgement may)."""
 

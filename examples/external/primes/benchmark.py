@@ -1,20 +1,19 @@
 """The project's benchmark: one count_primes(n) for a fresh n near 60000, timed, as JSON.
 
-One call per process: a second call in the same process could be answered from what the first
-left behind (a cache), which is not the speed the project wants; the judge runs the benchmark
-as many times as it needs, each in a fresh sandbox from the tree as prepared. The answer is
-checked against a sieve of the benchmark's own (not timed), so a change that is fast because
-it is wrong, or because it looked up the answer to a fixed question, fails (exit 1) instead of
-printing a number. The project's code runs in this process and could still patch what the
-benchmark calls: this keeps honest mistakes out, not a change that attacks the benchmark.
+This process never imports the project. It draws n (from the OS's randomness, after the child
+has started), hands it to a child process (measure.py) that imports the project and times one
+call, and checks the child's answer against a sieve of its own (exit 1 if it is wrong). The
+project's code runs only in the child: it cannot change the question, the check or what this
+process prints. It can still edit the clock the child reads (the judge checks the seconds
+against the OS's own count), and a wrong answer always fails. One call per child: a second
+call could be answered from what the first left behind; the judge runs the benchmark as many
+times as it needs, each in a fresh sandbox.
 """
 
 import json
 import random
+import subprocess
 import sys
-import time
-
-from primes import count_primes
 
 
 def reference(n: int) -> int:
@@ -29,11 +28,24 @@ def reference(n: int) -> int:
     return sum(sieve)
 
 
-n = random.SystemRandom().randrange(59_500, 60_500)
-t0 = time.perf_counter()
-got = count_primes(n)
-seconds = time.perf_counter() - t0
-if got != reference(n):
-    print(f"count_primes({n}) = {got}, expected {reference(n)}", file=sys.stderr)
-    sys.exit(1)
-print(json.dumps({"seconds": seconds, "n": n}))
+def main() -> int:
+    child = subprocess.Popen(
+        [sys.executable, "measure.py"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    n = random.SystemRandom().randrange(59_500, 60_500)
+    out, _ = child.communicate(f"{n}\n", timeout=600)
+    try:
+        got = json.loads(out.strip().splitlines()[-1])
+        answer, seconds = int(got["answer"]), float(got["seconds"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        print(f"the measuring process said {out[-200:]!r} (exit {child.returncode})", file=sys.stderr)
+        return 1
+    if answer != reference(n):
+        print(f"count_primes({n}) = {answer}, expected {reference(n)}", file=sys.stderr)
+        return 1
+    print(json.dumps({"seconds": seconds, "n": n}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,6 +9,7 @@ own output into a usage record and a status.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -16,7 +17,7 @@ import shlex
 import shutil
 import subprocess
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, get_origin
@@ -27,7 +28,7 @@ from optarena.agents._base import AgentRunner, RunContext
 from optarena.agents._process import ProcessResult, run_logged
 from optarena.errors import AgentNotInstalledError, OptarenaError
 from optarena.records import AgentLimits, AgentOutcome, AgentStatus, Usage
-from optarena.sandbox import AgentSandbox
+from optarena.sandbox import AgentSandbox, open_untrusted
 
 NPM_CACHE_ENV = "OPTARENA_NPM_CACHE"
 
@@ -105,6 +106,26 @@ def installation_of(exe: str) -> list[Path]:
     if tops:
         out.append(tops[-1])
     return out
+
+
+MAX_LINE = 16 << 20  # characters of one line of an agent's stream that are parsed
+
+
+def stream_lines(path: Path) -> Iterator[str]:
+    """The lines of an agent's output stream, read as hostile: never through a link or FIFO
+    (`optarena.sandbox.open_untrusted`; one that is refused, or missing, has no lines), each
+    cut at `MAX_LINE` characters (the rest of a longer line is skipped, not held in memory:
+    the cut line no longer parses, and counts as unparsed)."""
+    try:
+        raw = open_untrusted(path)
+    except OSError:
+        return
+    with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
+        while line := f.readline(MAX_LINE):
+            if not line.endswith("\n"):  # cut, or the last line: skip what is left of it
+                while (rest := f.readline(MAX_LINE)) and not rest.endswith("\n"):
+                    pass
+            yield line
 
 
 @dataclass

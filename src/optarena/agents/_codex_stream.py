@@ -118,7 +118,7 @@ def parse_codex_stream(lines: Iterable[str]) -> CodexStream:
             continue
         try:
             ev = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # the agent's output: nested too deep is not JSON
             out.unparsed_lines += 1
             continue
         if not isinstance(ev, dict):

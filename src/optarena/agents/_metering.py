@@ -16,6 +16,7 @@ from dataclasses import replace
 from urllib.parse import urlsplit
 
 from optarena.agents._base import AgentRunner, RunContext
+from optarena.agents._storable import storable_outcome
 from optarena.proxy import MeteredSession, ProxyLimits, Upstreams
 from optarena.records import AgentLimits, AgentOutcome
 
@@ -30,10 +31,11 @@ def proxy_limits(limits: AgentLimits) -> ProxyLimits:
 def run_metered(
     runner: AgentRunner, context: RunContext, prompt: str, limits: AgentLimits
 ) -> AgentOutcome:
-    """`runner.run`, inside a metering proxy when the runner names an upstream."""
+    """`runner.run`, inside a metering proxy when the runner names an upstream; the outcome
+    made storable (`storable_outcome`: it carries what the agent wrote)."""
     upstream = runner.upstream({**os.environ, **context.env})
     if upstream is None:
-        return runner.run(context, prompt, limits)
+        return storable_outcome(runner.run(context, prompt, limits))
     base: Upstreams
     if isinstance(upstream, str):
         base = _base_url(upstream)
@@ -49,7 +51,7 @@ def run_metered(
             metered=session.usage,
         )
         outcome = runner.run(metered, prompt, limits)
-    return with_metering(outcome, session)
+    return storable_outcome(with_metering(outcome, session))
 
 
 def _base_url(url: str) -> str:
@@ -68,8 +70,10 @@ def with_metering(outcome: AgentOutcome, session: MeteredSession) -> AgentOutcom
     if session.unmetered_refused:
         paths = ", ".join(sorted(set(session.unmetered_refused)))
         notes.append(f"the proxy refused requests it cannot meter: {paths}")
-    if session.unpriced_models():
-        notes.append(f"no price for {', '.join(session.unpriced_models())}: cost unknown")
+    notes += session.notes()
+    bridged = (outcome.sandbox or {}).get("bridge_refused")
+    if bridged:
+        notes.append(f"the agent's network bridge refused {bridged} connection(s) over its limit")
     return outcome.model_copy(
         update={
             "status": status,

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from optarena.agents._claude_stream import ClaudeStream, parse_claude_stream
-from optarena.agents._cli_agent import CliAgentOptions, CliAgentRunner, Parsed
+from optarena.agents._cli_agent import CliAgentOptions, CliAgentRunner, Parsed, stream_lines
 from optarena.errors import OptarenaError
 from optarena.records import AgentLimits, AgentStatus
 
@@ -145,8 +145,7 @@ class ClaudeRunner(CliAgentRunner):
         return env
 
     def parse(self, stdout: Path) -> Parsed:
-        with stdout.open(encoding="utf-8", errors="replace") as f:
-            stream = parse_claude_stream(f)
+        stream = parse_claude_stream(stream_lines(stdout))
         status, detail = claude_status(stream)
         extra: dict[str, Any] = {
             "claude": {

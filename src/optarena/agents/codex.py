@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from optarena.agents._base import RunContext
-from optarena.agents._cli_agent import CliAgentOptions, CliAgentRunner, Parsed
+from optarena.agents._cli_agent import CliAgentOptions, CliAgentRunner, Parsed, stream_lines
 from optarena.agents._codex_stream import CodexStream, parse_codex_stream
 from optarena.errors import OptarenaError
 from optarena.proxy import load_prices
@@ -184,8 +184,7 @@ class CodexRunner(CliAgentRunner):
         return {"CODEX_HOME": str(home)} if home is not None else {}
 
     def parse(self, stdout: Path) -> Parsed:
-        with stdout.open(encoding="utf-8", errors="replace") as f:
-            stream = parse_codex_stream(f)
+        stream = parse_codex_stream(stream_lines(stdout))
         status, detail = codex_status(stream)
         extra = {
             "codex": {

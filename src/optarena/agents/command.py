@@ -2,7 +2,8 @@
 
     optarena run --task rmsnorm --command 'my-agent --prompt-file {prompt_file} --cwd {workspace}'
 
-Placeholders (Python format syntax; write `{{` and `}}` for literal braces): `{prompt_file}`
+Placeholders (bare `{name}`, no format spec or conversion; write `{{` and `}}` for literal
+braces): `{prompt_file}`
 (the prompt, as a file), `{workspace}`, `{logs_dir}` (files written there are kept as the
 trial's logs), `{usage_file}`, `{timeout_s}`, `{trial_id}`, `{proxy_url}` (the trial's
 metering proxy; empty with `meter=false`). The template is split like a shell
@@ -26,7 +27,8 @@ Its own usage is unknown unless the command writes a JSON object with `Usage` fi
 output_tokens, cost_usd, calls, ...) to `{usage_file}` (default `{logs_dir}/usage.json`,
 or `--agent-arg usage_file=PATH`, relative to `{logs_dir}`; keep it out of the workspace,
 where it would be a change outside the editable scope). That report stays beside the metered
-figures (`usage` and `metered_usage` of the record), never merged with them.
+figures (`usage` and `metered_usage` of the record), never merged with them; it is read as the
+command left it, never through a link (`read_usage_file`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import json
 import os
 import shlex
 import shutil
+import string
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,7 @@ from optarena.agents._process import run_logged, status_of
 from optarena.errors import AgentNotInstalledError, OptarenaError
 from optarena.proxy import Upstreams
 from optarena.records import AgentLimits, AgentOutcome, Usage
+from optarena.sandbox import open_untrusted
 
 PLACEHOLDERS = (
     "prompt_file", "workspace", "logs_dir", "usage_file", "timeout_s", "trial_id", "proxy_url",
@@ -74,43 +78,75 @@ def usage_from_json(data: object) -> tuple[Usage, list[str]]:
     return usage, notes
 
 
+USAGE_FILE_LIMIT = 1 << 20  # bytes: a usage report is a few hundred
+
+
 def _stamp(path: Path) -> tuple[int, int] | None:
     try:
-        st = path.stat()
+        st = path.lstat()
     except OSError:
         return None
     return st.st_mtime_ns, st.st_size
 
 
-def read_usage_file(path: Path, before: tuple[int, int] | None = None) -> tuple[Usage, list[str]]:
-    """The usage the command wrote; a file left unchanged since before the run is stale."""
-    if not path.is_file():
-        return Usage(), []
-    if before is not None and _stamp(path) == before:
-        return Usage(), [f"usage file {path} ignored: not written during this run"]
+def read_usage_file(
+    path: Path, before: tuple[int, int] | None = None, base: Path | None = None
+) -> tuple[Usage, list[str]]:
+    """The usage the command wrote; a file left unchanged since before the run is stale.
+    The command wrote it, so it is read as hostile: never through a link, FIFO or hard link
+    below `base` (`optarena.sandbox.open_untrusted`; default: its directory), at most
+    `USAGE_FILE_LIMIT` bytes, and JSON too deeply nested to parse counts as not JSON."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        return Usage(), [f"usage file {path} ignored: {e}"]
+        with open_untrusted(path, base) as f:
+            st = os.fstat(f.fileno())
+            if before is not None and (st.st_mtime_ns, st.st_size) == before:
+                return Usage(), [f"usage file {path} ignored: not written during this run"]
+            raw = f.read(USAGE_FILE_LIMIT + 1)
+    except FileNotFoundError:
+        return Usage(), []
+    except OSError as e:
+        return Usage(), [f"usage file ignored: {e}"]
+    if len(raw) > USAGE_FILE_LIMIT:
+        return Usage(), [f"usage file {path} ignored: larger than {USAGE_FILE_LIMIT} bytes"]
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        return Usage(), [f"usage file {path} ignored: not JSON ({why})"]
     return usage_from_json(data)
 
 
 def render_template(template: str, values: dict[str, str]) -> list[str]:
-    """Split like a shell, then fill placeholders per argument."""
+    """Split like a shell, then fill placeholders per argument. A placeholder is a bare
+    `{name}`: Python's format specs, conversions, attributes and indexes are refused, not
+    evaluated (`{workspace:>99999999999}` asked for a 100 GB string: a MemoryError)."""
     try:
         tokens = shlex.split(template)
     except ValueError as e:
         raise OptarenaError(f"--command '{template}': {e}") from None
     if not tokens:
         raise OptarenaError("--command is empty")
+    return [_fill(template, token, values) for token in tokens]
+
+
+def _fill(template: str, token: str, values: dict[str, str]) -> str:
+    out = []
     try:
-        return [t.format(**values) for t in tokens]
-    except (KeyError, IndexError, ValueError) as e:
+        for literal, name, spec, conversion in string.Formatter().parse(token):
+            out.append(literal)
+            if name is None:
+                continue
+            if name not in PLACEHOLDERS or spec or conversion:
+                shown = "{" + name + (f"!{conversion}" if conversion else "")
+                raise ValueError(f"'{shown + (f':{spec}' if spec else '')}}}'")
+            out.append(values[name])
+    except ValueError as e:
         raise OptarenaError(
-            f"--command '{template}': bad placeholder ({e}); known: "
+            f"--command '{template}': bad placeholder {e}; a placeholder is one of "
             + ", ".join("{" + p + "}" for p in PLACEHOLDERS)
-            + " (write {{ and }} for literal braces)"
+            + ", as is (no format spec or conversion; write {{ and }} for literal braces)"
         ) from None
+    return "".join(out)
 
 
 class CommandRunner(AgentRunner):
@@ -186,7 +222,10 @@ class CommandRunner(AgentRunner):
             "trial_id": context.trial_id,
             "proxy_url": context.proxy_url or "",
         }
-        usage_path = logs_dir / Path(self.usage_file or "usage.json").expanduser()
+        usage_path = Path(
+            os.path.normpath(logs_dir / Path(self.usage_file or "usage.json").expanduser())
+        )
+        usage_base = logs_dir if usage_path.is_relative_to(logs_dir) else usage_path.parent
         values["usage_file"] = str(usage_path)
         usage_before = _stamp(usage_path)
         argv = render_template(self.command, values)
@@ -210,7 +249,7 @@ class CommandRunner(AgentRunner):
             sandbox=sandbox,
         )
         status, detail = status_of(result)
-        usage, notes = read_usage_file(usage_path, usage_before)
+        usage, notes = read_usage_file(usage_path, usage_before, usage_base)
         return AgentOutcome(
             status=status,
             exit_code=result.exit_code,

@@ -91,18 +91,41 @@ def _live_table(counts: dict[str, float | int], t0: float) -> Table:
     rate = elapsed / counts["finished_now"] if counts["finished_now"] else None
     eta = "-" if rate is None else f"{rate * (total - done):.0f} s"
     t = Table(title="experiment", show_header=True)
-    for col in ("done", "running", "failed", "tokens", "cost USD", "elapsed", "ETA"):
+    cols = ("done", "running", "failed", "metered tokens", "metered USD", "elapsed", "ETA")
+    for col in cols:
         t.add_column(col, justify="right")
     t.add_row(
         f"{done}/{total}",
         str(counts["running"]),
         str(counts["failed"]),
-        str(int(counts["tokens"])),
-        f"{counts['cost']:.4f}",
+        _with_unknown(f"{int(counts['tokens'])}", int(counts["tokens_unknown"])),
+        _with_unknown(f"{counts['cost']:.4f}", int(counts["cost_unknown"])),
         f"{elapsed:.0f} s",
         eta,
     )
     return t
+
+
+def _with_unknown(known: str, unknown: int) -> str:
+    """A running sum over the trials whose figure is known, and how many are not (never
+    counted as zero): `0.0130 +2 unknown`."""
+    return known + (f" +{unknown} unknown" if unknown else "")
+
+
+def _add_metered(counts: dict[str, float | int], record: TrialRecord) -> None:
+    """Add a finished trial's metered tokens and cost to the live counts (an agent's own
+    report is never added: not metered is unknown)."""
+    u = record.metered_usage
+    tokens = u.total_tokens() if u is not None else None
+    cost = u.cost_usd if u is not None else None
+    if tokens is None:
+        counts["tokens_unknown"] = int(counts["tokens_unknown"]) + 1
+    else:
+        counts["tokens"] = int(counts["tokens"]) + tokens
+    if cost is None:
+        counts["cost_unknown"] = int(counts["cost_unknown"]) + 1
+    else:
+        counts["cost"] = float(counts["cost"]) + cost
 
 
 @experiment_app.command("run")
@@ -127,7 +150,9 @@ def run_cmd(
         "running": 0,
         "failed": 0,
         "tokens": 0,
+        "tokens_unknown": 0,
         "cost": 0.0,
+        "cost_unknown": 0,
         "finished_now": 0,
     }
     t0 = time.monotonic()
@@ -174,9 +199,7 @@ def _count_end(counts: dict[str, float | int], record: TrialRecord) -> None:
     counts["finished_now"] = int(counts["finished_now"]) + 1
     if record.verdict != "accepted":
         counts["failed"] = int(counts["failed"]) + 1
-    u = record.metered_usage or record.usage
-    counts["tokens"] = int(counts["tokens"]) + (u.input_tokens or 0) + (u.output_tokens or 0)
-    counts["cost"] = float(counts["cost"]) + (u.cost_usd or 0.0)
+    _add_metered(counts, record)
 
 
 @experiment_app.command("status")

@@ -220,7 +220,7 @@ def show_run(run: HarnessRun, where: Path) -> None:
             cost = _money(p.cost_usd)
             console.print(
                 f"    {p.phase:<8} {p.status:<10} {p.wall_s or 0:7.1f} s  "
-                f"{p.tokens if p.tokens is not None else '?':>8} tok  {cost}"
+                f"{p.tokens if p.tokens is not None else '?':>8} tok  {cost} ({p.cost_source})"
             )
         for a in it.built:
             first = escape(a.report.splitlines()[0] if a.report else "")
@@ -234,7 +234,7 @@ def show_run(run: HarnessRun, where: Path) -> None:
             console.print(
                 f" total {t.phase:<8} x{t.count}: {t.wall_s:.1f} s, "
                 f"{t.tokens if t.tokens is not None else 'unknown'} tokens, "
-                f"{_money(t.cost_usd, t.unknown_cost)}"
+                f"{_money(t.cost_usd, t.unknown_cost)} ({t.cost_source})"
             )
     if run.best_dir:
         console.print(f" best: iteration {run.best_iteration}, restored in {run.best_dir}")

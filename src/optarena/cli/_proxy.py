@@ -48,10 +48,10 @@ def proxy_cmd(
         console.print(f"metering proxy on {p.url} -> {upstream}; calls logged to {log}")
         _wait(seconds)
     u = meter.usage()
-    cost = "unknown" if u.cost_usd is None else f"${u.cost_usd:.4f}"
     err_console.print(
         f"{u.calls} calls, input {u.input_tokens} (+{u.cache_read_tokens} cached), "
-        f"output {u.output_tokens}, cost {cost}"
+        f"output {u.output_tokens}, all {u.tokens_text('unknown')}, cost "
+        f"{u.cost_text('unknown')}"
     )
 
 

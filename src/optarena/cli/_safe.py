@@ -2,20 +2,35 @@
 
 File names, agent messages, log tails and judge reasons all carry what an agent or a candidate
 chose. Rich interprets `[...]` as markup, and passes terminal escape sequences through (`ESC
-[1A ESC [2K` moves up and erases a line), so such text could restyle or rewrite what optarena
-prints, the verdict included.
+[1A ESC [2K` moves up and erases a line), bidi overrides (U+202E) reorder what follows, and a
+newline in a file name starts a line that can read like optarena's own (`verdict accepted`);
+a byte that is not UTF-8 cannot be printed at all. So prose keeps its newlines and tabs and
+shows every other such character as an escape (`optarena.sandbox.printable`), and a name is
+shown as one line (`optarena.sandbox.name_line`).
 """
 
 from __future__ import annotations
 
-import re
+import json
+from typing import Any
 
 from rich.markup import escape as _escape_markup
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # every control character but \t, \n
+from optarena.sandbox import name_line, printable
 
 
 def escape(text: str) -> str:
-    """`text` with rich markup escaped and each control character but newline and tab shown
-    as `\\xNN`."""
-    return _escape_markup(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+    """Prose an agent or candidate wrote: markup escaped, every control, format or separator
+    character but newline and tab shown as `\\xNN` / `\\uNNNN`."""
+    return _escape_markup(printable(text))
+
+
+def escape_name(name: str) -> str:
+    """A file name (or a list of them joined by the caller) as one line, markup escaped."""
+    return _escape_markup(name_line(name))
+
+
+def json_text(data: Any) -> str:
+    """JSON for `--json`: every character outside ASCII escaped (`\\u202e`), so what an agent
+    wrote cannot act on the terminal the JSON is printed to; any JSON reader gets it back."""
+    return json.dumps(data, indent=2, ensure_ascii=True)

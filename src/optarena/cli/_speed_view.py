@@ -230,21 +230,25 @@ def _paired_view(m: Metrics) -> RenderableType:
 
 
 def benchmark_view(m: ExternalMetrics) -> RenderableType:
-    """An external benchmark: its rounds, the estimate and what the OS's wall time says."""
+    """An external benchmark: its rounds, the estimate and what the OS's time says."""
     table = Table(title="the project's benchmark, baseline against candidate", header_style="bold")
     # The OS's times beside the metric: what the benchmark says about itself next to what the
-    # kernel counted for the same runs (start-up included).
-    for col in ("round", "order", "baseline", "candidate", "wall b / c (s)", "cpu b / c (s)"):
+    # kernel counted for the same runs (start-up included); with a scale, the low size's too.
+    cols = ["round", "order", "baseline", "candidate", "wall b / c (s)", "cpu b / c (s)"]
+    if m.scale:
+        cols[4:] = [f"{c} @{m.scale[1]}" for c in cols[4:]] + [f"cpu b / c (s) @{m.scale[0]}"]
+    for col in cols:
         table.add_column(col, justify="right")
     for i, r in enumerate(m.rounds, 1):
-        cpu = (
-            "-" if r.baseline_cpu_s is None or r.candidate_cpu_s is None
-            else f"{r.baseline_cpu_s:.2f} / {r.candidate_cpu_s:.2f}"
-        )  # fmt: skip
-        table.add_row(
+        row = [
             str(i), r.order, f"{r.baseline:.6g}", f"{r.candidate:.6g}",
-            f"{r.baseline_wall_s:.2f} / {r.candidate_wall_s:.2f}", cpu,
-        )  # fmt: skip
+            f"{r.baseline_wall_s:.2f} / {r.candidate_wall_s:.2f}",
+            _pair_s(r.baseline_cpu_s, r.candidate_cpu_s),
+        ]  # fmt: skip
+        if m.scale:
+            low = r.low
+            row.append("-" if low is None else _pair_s(low.baseline_cpu_s, low.candidate_cpu_s))
+        table.add_row(*row)
     o = m.overall
     lines = [
         f"{_ratio(o)} (ratio {o.ratio if o.ratio is not None else '-'}: "
@@ -253,9 +257,20 @@ def benchmark_view(m: ExternalMetrics) -> RenderableType:
         escape(
             f"stopped: {m.stop.reason} after {m.stop.rounds} rounds (budget {m.stop.budget_s:g} s)"
         ),
-        *(f"[yellow]{escape(note)}[/]" for note in m.crosscheck),
     ]
+    c = m.os_check
+    if c is not None and c.outcome != "not_needed":
+        colour = "green" if c.outcome == "confirmed" else "yellow"
+        lines.append(f"[{colour}]OS check: {c.outcome} ({c.basis}): {escape(c.why)}[/]")
+        if c.advice:
+            lines.append(escape(f"to resolve it: {c.advice}"))
+    elif c is None:  # a record from before the OS check had an outcome
+        lines += [f"[yellow]{escape(note)}[/]" for note in m.crosscheck]
     return Group(table, *lines)
+
+
+def _pair_s(b: float | None, c: float | None) -> str:
+    return "-" if b is None or c is None else f"{b:.2f} / {c:.2f}"
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from optarena.agents import Usage
 from optarena.cli._render import brief, verdict_markup
-from optarena.cli._safe import escape
+from optarena.cli._safe import escape, escape_name
 from optarena.cli._speed_view import result_cell, speed_markup
 from optarena.ledger import Judgement, Ledger, TrialRecord
 
@@ -78,14 +78,18 @@ def _agent_cell(r: TrialRecord) -> str:
     return escape(r.agent.label + (f" {labels}" if labels else ""))
 
 
-def _cost_cell(record: TrialRecord) -> str:
-    u = record.metered_usage or record.usage
-    return "?" if u.cost_usd is None else f"${u.cost_usd:.4f}"
+def cost_cells(record: TrialRecord) -> tuple[str, str]:
+    """(metered, agent-reported) cost, never one passed off as the other: the metered cost is
+    `-` when no proxy ran; either is `?` when unknown, `≥$x` where only a lower bound is."""
+    metered = "-" if record.metered_usage is None else record.metered_usage.cost_text()
+    return metered, record.usage.cost_text()
 
 
 def trials_table(records: list[TrialRecord], width: int = 80) -> Table:
     """One row per trial, fitted to `width` columns: cells wrap between words, never inside
-    one. Unknown figures are `?`; the full usage is in `trial show`."""
+    one. Unknown figures are `?`; the full usage is in `trial show`. The cost the agent
+    reported has its own column, shown when any listed trial has one (a column of `?` would
+    only take the room the other columns need)."""
     cells = [
         [
             r.id,
@@ -95,12 +99,23 @@ def trials_table(records: list[TrialRecord], width: int = 80) -> Table:
             _verdict_cell(r),
             result_cell(r.metrics, r.verdict, r.reason_codes),
             _num(r.agent_wall_s, "{:.1f}"),
-            _cost_cell(r),
+            *cost_cells(r),
         ]
         for r in records
     ]
-    heads = ["trial", "when", "task", "agent", "verdict", "speed or reasons", "agent s", "cost"]
-    return fitted_table(heads, cells, wrap={3: 1, 5: 2}, width=width, right={6, 7})
+    heads = ["trial", "when", "task", "agent", "verdict", "speed or reasons", "agent s"]
+    heads += ["metered", "agent's"]
+    if all(row[-1] == "?" for row in cells):
+        heads, cells = heads[:-1], [row[:-1] for row in cells]
+    right = set(range(6, len(heads)))
+    return fitted_table(heads, cells, wrap={3: 1, 5: 2}, width=width, right=right)
+
+
+# printed under the trials table: which cost each column is
+COST_LEGEND = (
+    "cost: metered by optarena's proxy (- not metered); agent's: the agent's own claim, "
+    "unchecked; ? unknown; ≥ a lower bound"
+)
 
 
 def judgements_table(judgements: list[Judgement], width: int = 80) -> Table:
@@ -187,8 +202,8 @@ def show_lines(record: TrialRecord) -> list[str]:
         f"status     {status_markup(r)}  exit {_num(r.agent_exit_code, '{}')}  "
         + escape(r.agent_detail),
         f"agent time wall {_num(r.agent_wall_s)} s, cpu {_num(r.agent_cpu_s)} s (from the OS)",
-        _usage_line("usage     ", u),
-        *([_usage_line("metered   ", r.metered_usage)] if r.metered_usage else []),
+        _usage_line("metered   ", r.metered_usage),
+        _usage_line("reported  ", u),
         f"workspace  {escape(r.workspace)}",
         f"contained  {escape(sandbox_summary(r.agent_sandbox))}",
         f"baseline   {r.baseline_commit or '-'}",
@@ -201,10 +216,10 @@ def show_lines(record: TrialRecord) -> list[str]:
         scope = "" if c.in_scope else "  [red]OUT OF SCOPE[/]"
         if not c.in_scope and c.path not in r.out_of_scope:
             scope = "  ignored (new, outside the scope: not judged)"
-        lines.append(f"  changed  {c.change:<9} {escape(c.path)}{scope}")
+        lines.append(f"  changed  {c.change:<9} {escape_name(c.path)}{scope}")
     lines += [f"  [red]-[/] {escape(brief(reason))}" for reason in r.reasons]
     lines.append(f"speed      {speed_markup(r.metrics, r.verdict)}")
-    lines += [f"  [red]outside the workspace:[/] {escape(c)}" for c in r.outside_changes]
+    lines += [f"  [red]outside the workspace:[/] {escape_name(c)}" for c in r.outside_changes]
     if r.error:
         lines.append(f"error      [magenta]{escape(r.error)}[/]")
     return lines
@@ -227,10 +242,17 @@ def sandbox_summary(sandbox: dict[str, Any] | None) -> str:
     return "; ".join(parts + ([f"missing: {', '.join(notes)}"] if notes else []))
 
 
-def _usage_line(title: str, u: Usage) -> str:
+def _usage_line(title: str, u: Usage | None) -> str:
+    """One usage, labelled with whose figure it is: optarena's proxy measured it, or the
+    agent (its runner) reported it and nothing checked it."""
+    if u is None:
+        return f"{title} not metered (no proxy ran): no figure optarena measured"
+    whose = "by optarena's proxy" if u.source == "metered" else f"{u.source}, unchecked"
+    bound = ""
+    if u.total_tokens() is None and u.tokens_at_least is not None:
+        bound = f" (tokens unknown, at least {u.tokens_at_least})"
     return (
-        f"{title} ({u.source}) in {_num(u.input_tokens, '{}')}, out "
-        f"{_num(u.output_tokens, '{}')}, cache r/w {_num(u.cache_read_tokens, '{}')}/"
-        f"{_num(u.cache_write_tokens, '{}')}, calls {_num(u.calls, '{}')}, cost "
-        f"{_num(u.cost_usd, '{:.4f}')} $"
+        f"{title} in {_num(u.input_tokens, '{}')}, out {_num(u.output_tokens, '{}')}, cache r/w "
+        f"{_num(u.cache_read_tokens, '{}')}/{_num(u.cache_write_tokens, '{}')}{bound}, calls "
+        f"{_num(u.calls, '{}')}, cost {u.cost_text()}  ({whose})"
     )

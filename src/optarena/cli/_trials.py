@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, get_args
 
@@ -12,9 +11,10 @@ from optarena.agents import AgentLimits, AgentStatus, known_runners
 from optarena.cli._app import app, console, err_console, interrupted
 from optarena.cli._compare import EffectOpt
 from optarena.cli._render import brief, verdict_markup
-from optarena.cli._safe import escape
+from optarena.cli._safe import escape, json_text
 from optarena.cli._speed_view import metrics_view, speed_markup
 from optarena.cli._trial_views import (
+    COST_LEGEND,
     PhaseView,
     artifact_paths,
     judgements_table,
@@ -24,7 +24,7 @@ from optarena.cli._trial_views import (
 from optarena.errors import OptarenaError
 from optarena.ledger import Ledger, TrialRecord, TrialState, TrialVerdict
 from optarena.records import calls_of, load_tool_call
-from optarena.runs import TrialConfig, TrialInterrupted, rejudge, run_trial
+from optarena.runs import TrialConfig, TrialInterrupted, WorkspaceLimits, rejudge, run_trial
 from optarena.tasks import Task, resolve_task
 from optarena.tasks.external import FrozenExternal
 
@@ -155,6 +155,14 @@ def run_cmd(
         typer.Option("--max-processes", min=8, help="agent's processes+threads at once"),
     ] = None,
     workspace: Annotated[Path | None, typer.Option("--workspace", help="agent workspace")] = None,
+    max_workspace_mb: Annotated[
+        float,
+        typer.Option(
+            "--max-workspace-mb",
+            min=1,
+            help="a larger delivered workspace (apparent size or disk use) is refused unread",
+        ),
+    ] = WorkspaceLimits.max_mb,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="replace a non-empty workspace")
     ] = False,
@@ -211,6 +219,7 @@ def run_cmd(
         measure=not no_measure,
         budget_s=budget_s,
         agent_sandbox=not no_agent_sandbox,
+        workspace_limits=WorkspaceLimits(max_mb=max_workspace_mb),
     )
     if no_agent_sandbox:
         err_console.print(
@@ -253,7 +262,7 @@ def _run_and_show(
             if tools is not None:
                 tools.close()
         if as_json:
-            print(record.model_dump_json(indent=2))
+            print(json_text(record.model_dump(mode="json")))
         else:
             _summary(record, ledger)
     return record
@@ -278,12 +287,13 @@ def trials_cmd(
     with Ledger.open(ledger_dir) as ledger:
         records = ledger.trials(task=task, agent=agent, status=status, verdict=verdict, limit=limit)
         if as_json:
-            print(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
+            print(json_text([r.model_dump(mode="json") for r in records]))
             return
         if not records:
             console.print(f"no trials match in {ledger.db_path}")
             return
         console.print(trials_table(records, console.width))
+        console.print(COST_LEGEND, style="dim", markup=False, soft_wrap=False)
 
 
 @trial_app.command("show")
@@ -303,7 +313,7 @@ def show_cmd(
                 "judgements": [j.model_dump(mode="json") for j in judgements],
                 "artifact_paths": paths,
             }
-            print(json.dumps(data, indent=2))
+            print(json_text(data))
             return
         for line in show_lines(record):
             console.print(line)
@@ -314,7 +324,7 @@ def show_cmd(
         for line in tool_call_lines(ledger, record):
             console.print(line, markup=False)
         for name, path in paths.items():
-            console.print(f"  {name:<18} {path}")
+            console.print(f"  {escape(name):<18} {escape(path)}")
 
 
 def tool_call_lines(ledger: Ledger, record: TrialRecord) -> list[str]:
@@ -368,7 +378,7 @@ def rejudge_cmd(
                 f"no judgement was added to trial {trial}; its earlier ones are unchanged"
             ) from None
         if as_json:
-            print(judgement.model_dump_json(indent=2))
+            print(json_text(judgement.model_dump(mode="json")))
         else:
             for note in notes:
                 err_console.print(f"[yellow]note:[/] {note}")
@@ -405,6 +415,7 @@ def run_demo(ledger_dir: Path | None = None, budget_s: float = 2.0) -> list[Tria
             finally:
                 view.stop()
         console.print(trials_table(records, console.width))
+        console.print(COST_LEGEND, style="dim", markup=False, soft_wrap=False)
         for r in records:
             codes = f" ({', '.join(r.reason_codes)})" if r.reason_codes else ""
             console.print(

@@ -22,7 +22,6 @@ from optarena.experiments._stats import (
     paired_difference,
 )
 from optarena.judge import stats
-from optarena.ledger import TrialRecord
 from optarena.records import (
     ConditionSummary,
     ExperimentComparison,
@@ -32,28 +31,27 @@ from optarena.records import (
     Total,
     TreatmentComparison,
     TrialRow,
+    Usage,
 )
 
 OLDER_PROTOCOL = "older_protocol"  # a trial's speed measured by a protocol no longer used
 
 
-def _usage_sum(records: list[TrialRecord]) -> tuple[int | None, float | None]:
-    """Tokens and cost over every attempt of a key; None when any attempt's is unknown (an
-    interrupted attempt may have spent: unknown is never small)."""
-    tokens: int | None = 0
-    cost: float | None = 0.0
-    for r in records:
-        u = r.metered_usage or r.usage
-        if tokens is not None and u.input_tokens is not None and u.output_tokens is not None:
-            tokens += u.input_tokens + u.output_tokens
-        else:
-            tokens = None
-        cost = None if cost is None or u.cost_usd is None else cost + u.cost_usd
-    return tokens, cost
+def _in_out(u: Usage | None) -> int | None:
+    """Input + output tokens; None when either is unknown or nothing was measured."""
+    if u is None or u.input_tokens is None or u.output_tokens is None:
+        return None
+    return u.input_tokens + u.output_tokens
+
+
+def _sum_known(values: list[float | int | None]) -> float | None:
+    """The sum, or None when any is unknown: an attempt's unknown figure is never small."""
+    return None if any(v is None for v in values) else float(sum(v or 0 for v in values))
 
 
 def key_row(state: ExperimentState, s: ScheduledTrial) -> TrialRow | None:
-    """The key's complete trial, or its failure; None while it is pending."""
+    """The key's complete trial, or its failure; None while it is pending. Tokens and cost
+    are summed over every attempt (an interrupted attempt may have spent)."""
     outcome = state.outcome(s.key)
     if outcome == "pending":
         return None
@@ -65,7 +63,8 @@ def key_row(state: ExperimentState, s: ScheduledTrial) -> TrialRow | None:
     measured = m if isinstance(m, Metrics | ExternalMetrics) and r.verdict == "accepted" else None
     speedup = measured.overall.speedup if measured is not None else None
     speed_verdict = OLDER_PROTOCOL if older else (measured.verdict if measured else None)
-    tokens, cost = _usage_sum(attempts)
+    metered_tokens = _sum_known([_in_out(a.metered_usage) for a in attempts])
+    reported_tokens = _sum_known([_in_out(a.usage) for a in attempts])
     runtime = (r.runtime or {}).get("sha256", "")
     wall = sum(r.phases_s.values()) if r.phases_s else None
     return TrialRow(
@@ -80,8 +79,12 @@ def key_row(state: ExperimentState, s: ScheduledTrial) -> TrialRow | None:
         speedup=speedup,
         speed_verdict=speed_verdict,
         effective_speedup=effective_speedup(complete and r.verdict == "accepted", speedup),
-        tokens=tokens,
-        cost_usd=cost,
+        metered_tokens=None if metered_tokens is None else int(metered_tokens),
+        metered_cost_usd=_sum_known(
+            [a.metered_usage.cost_usd if a.metered_usage else None for a in attempts]
+        ),
+        reported_tokens=None if reported_tokens is None else int(reported_tokens),
+        reported_cost_usd=_sum_known([a.usage.cost_usd for a in attempts]),
         agent_wall_s=r.agent_wall_s,
         wall_s=wall,
         identity=f"{r.task.sha256[:12]}/{r.judge_sha256[:12]}/{str(runtime)[:12]}",
@@ -111,7 +114,7 @@ def summarize_condition(
     speedups = [r.speedup for r in accepted if r.speedup is not None]
     eff = [r.effective_speedup for r in rows if r.speed_verdict != OLDER_PROTOCOL]
     eff = eff if measured else []
-    cost = _total([r.cost_usd for r in rows])
+    cost = _total([r.metered_cost_usd for r in rows])
     log_gain = sum(math.log(e) for e in eff)
     known_cost = cost.value if cost.unknown == 0 else None
     return ConditionSummary(
@@ -132,8 +135,10 @@ def summarize_condition(
         effective_median=stats.median(eff) if eff else None,
         effective_ci=_ci(stats.median_interval(eff, CONFIDENCE, seed)),
         best_of_k=_best_of_k(rows) if measured else [],
-        tokens=_total([r.tokens for r in rows]),
-        cost_usd=cost,
+        metered_tokens=_total([r.metered_tokens for r in rows]),
+        metered_cost_usd=cost,
+        reported_tokens=_total([r.reported_tokens for r in rows]),
+        reported_cost_usd=_total([r.reported_cost_usd for r in rows]),
         agent_wall_s=_total([r.agent_wall_s for r in rows]),
         wall_s=_total([r.wall_s for r in rows]),
         cost_per_accepted=known_cost / len(accepted)

@@ -20,6 +20,13 @@ def _n(v: int | None) -> int:
     return v or 0
 
 
+def pieces_of(text: str, n: int) -> list[str]:
+    """`text` in `n` consecutive pieces (fewer when it is shorter), as a long reply streams."""
+    n = max(1, min(n, len(text)))
+    step = -(-len(text) // n)
+    return [text[i : i + step] for i in range(0, len(text), step)] or [text]
+
+
 # ---- usage in each dialect -----------------------------------------------------------------
 
 
@@ -105,6 +112,7 @@ def anthropic_json(reply: Reply, model: str) -> dict[str, Any]:
 
 def anthropic_sse(reply: Reply, model: str) -> list[bytes]:
     msg = anthropic_json(reply, model)
+    n = reply.pieces
     start_usage = dict(msg["usage"], output_tokens=1)
     head = dict(msg, content=[], stop_reason=None, usage=start_usage)
     out = [sse_event({"type": "message_start", "message": head}, "message_start")]
@@ -112,21 +120,22 @@ def anthropic_sse(reply: Reply, model: str) -> list[bytes]:
         first: dict[str, Any]
         if block["type"] == "text":
             first = {"type": "text", "text": ""}
-            delta = {"type": "text_delta", "text": block["text"]}
+            deltas = [{"type": "text_delta", "text": t} for t in pieces_of(block["text"], n)]
         else:
             first = {**block, "input": {}}
-            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
         out.append(
             sse_event(
                 {"type": "content_block_start", "index": i, "content_block": first},
                 "content_block_start",
             )
         )
-        out.append(
+        out += [
             sse_event(
-                {"type": "content_block_delta", "index": i, "delta": delta}, "content_block_delta"
+                {"type": "content_block_delta", "index": i, "delta": d}, "content_block_delta"
             )
-        )
+            for d in deltas
+        ]
         out.append(sse_event({"type": "content_block_stop", "index": i}, "content_block_stop"))
     final = {"output_tokens": msg["usage"]["output_tokens"]}
     delta_ev = {
@@ -221,15 +230,16 @@ def responses_sse(reply: Reply, model: str, body: dict[str, Any]) -> list[bytes]
     )
     if item["type"] == "message":
         text = item["content"][0]["text"]
-        out.append(
+        out += [
             ev(
                 "response.output_text.delta",
                 item_id=item["id"],
                 output_index=0,
                 content_index=0,
-                delta=text,
+                delta=piece,
             )
-        )
+            for piece in pieces_of(text, reply.pieces)
+        ]
         out.append(
             ev(
                 "response.output_text.done",
@@ -281,10 +291,15 @@ def chat_sse(reply: Reply, model: str, include_usage: bool = True) -> list[bytes
     full = chat_json(reply, model)
     base = {k: full[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
     msg = full["choices"][0]["message"]
-    delta: dict[str, Any] = {"role": "assistant", "content": msg["content"]}
+    texts = pieces_of(msg["content"], reply.pieces) if msg["content"] else [msg["content"]]
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": texts[0]}]
+    deltas += [{"content": t} for t in texts[1:]]
     if "tool_calls" in msg:
-        delta["tool_calls"] = [dict(tc, index=i) for i, tc in enumerate(msg["tool_calls"])]
-    out = [sse_event(dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": None}]))]
+        deltas[-1]["tool_calls"] = [dict(tc, index=i) for i, tc in enumerate(msg["tool_calls"])]
+    out = [
+        sse_event(dict(base, choices=[{"index": 0, "delta": d, "finish_reason": None}]))
+        for d in deltas
+    ]
     finish = full["choices"][0]["finish_reason"]
     out.append(sse_event(dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}])))
     if include_usage:

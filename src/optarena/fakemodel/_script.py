@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,23 @@ class Tool:
 
 
 @dataclass(frozen=True)
+class WireFault:
+    """How a streamed reply goes wrong on the wire, for the metering proxy's tests: `events`
+    rewrites the rendered events (drops the final usage, makes it lie, sends it twice); after
+    `cut_after` events the upstream hangs up without ending the stream; after `stall_after`
+    it sends nothing more and holds the connection open until the client leaves (a stream
+    that never ends). `event_delay_s` spaces the events."""
+
+    events: Callable[[list[bytes]], list[bytes]] | None = None
+    cut_after: int | None = None
+    stall_after: int | None = None
+    event_delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class Reply:
-    """One scripted reply: text or a tool call, or an HTTP error; `rule` names why."""
+    """One scripted reply: text or a tool call, or an HTTP error; `rule` names why. A text
+    is streamed in `pieces` deltas; `wire` makes the stream go wrong."""
 
     rule: str
     usage: CallTokens = field(default_factory=CallTokens)
@@ -44,6 +60,8 @@ class Reply:
     tool: Tool | None = None
     error_status: int | None = None
     delay_s: float = 0.0
+    pieces: int = 1
+    wire: WireFault | None = None
 
 
 # Literal usage per rule. Distinct numbers so a sum over calls identifies which calls happened.
@@ -55,6 +73,7 @@ USAGE: dict[str, CallTokens] = {
     "dawdle": CallTokens(input=20000, output=10, cache_read=0, cache_write=0, reasoning=0),
     "hang": CallTokens(input=400, output=20, cache_read=3000, cache_write=0, reasoning=0),
     "chat": CallTokens(input=12, output=9, cache_read=0, cache_write=0, reasoning=0),
+    "long": CallTokens(input=1000, output=7000, cache_read=200, cache_write=0, reasoning=0),
     "error": CallTokens(),
 }
 
@@ -152,6 +171,24 @@ class HelloScript(Script):
         return Reply("chat", USAGE["chat"], text="Hello from the optarena scripted model.")
 
 
+class LongStreamScript(Script):
+    """Answers every request, after `delay_s`, with a long text (7,000 output tokens) streamed
+    in 40 pieces spaced `wire.event_delay_s` apart, going wrong on the wire as `wire` says: the
+    metering proxy's cut-stream and lying-usage tests, and demos of them."""
+
+    name = "long-stream"
+
+    def __init__(self, wire: WireFault | None = None, delay_s: float = 0.0) -> None:
+        self.wire = wire or WireFault(event_delay_s=0.005)
+        self.delay_s = delay_s  # before the reply starts
+
+    def decide(self, conv: Conversation) -> Reply:
+        text = "token " * 700
+        return Reply(
+            "long", USAGE["long"], text=text, pieces=40, wire=self.wire, delay_s=self.delay_s
+        )
+
+
 class ErrorScript(Script):
     """An upstream that fails every call with HTTP `status`."""
 
@@ -227,7 +264,15 @@ def optimize_script(task_ref: str = "rmsnorm", after_write: str = "finish") -> O
     )
 
 
-SCRIPT_NAMES = ("optimize", "budget-hog", "hang", "upstream-error", "hello", "task-tools")
+SCRIPT_NAMES = (
+    "optimize",
+    "budget-hog",
+    "hang",
+    "upstream-error",
+    "hello",
+    "task-tools",
+    "long-stream",
+)
 
 
 def make_script(name: str, task: str = "rmsnorm", error_status: int = 500) -> Script:
@@ -242,6 +287,8 @@ def make_script(name: str, task: str = "rmsnorm", error_status: int = 500) -> Sc
         return ErrorScript(error_status)
     if name == "hello":
         return HelloScript()
+    if name == "long-stream":
+        return LongStreamScript()
     if name == "task-tools":
         from optarena.fakemodel._tools_script import TaskToolsScript
 

@@ -8,6 +8,7 @@ is the ground truth the metering proxy and the agents' own reports are checked a
 from __future__ import annotations
 
 import json
+import select
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from optarena.fakemodel._conversation import parse_request
 from optarena.fakemodel._render import render, served_tokens
-from optarena.fakemodel._script import Reply, Script
+from optarena.fakemodel._script import Reply, Script, WireFault
 from optarena.proxy import ApiKind, api_kind, error_body
 
 DEFAULT_MODEL = "optarena-scripted"
@@ -87,7 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
         if data is not None:
             self._json(200, data)
         else:
-            self._stream(events)
+            self._stream(events, reply.wire or WireFault())
         self.server.record(kind, self.path, model, reply, 200, stream, None if no_usage else tokens)
 
     def _json(self, status: int, data: dict[str, Any]) -> None:
@@ -99,19 +100,43 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
-    def _stream(self, events: list[bytes]) -> None:
-        """Chunked transfer, one event per chunk, flushed: a real stream, not one blob."""
+    def _stream(self, events: list[bytes], fault: WireFault) -> None:
+        """Chunked transfer, one event per chunk, flushed: a real stream, not one blob; or
+        one that goes wrong as `fault` says."""
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
         self.send_header("request-id", f"req_fake_{self.server.next_seq()}")
         self.end_headers()
-        for ev in events:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(ev), ev))
-            self.wfile.flush()
+        if fault.events is not None:
+            events = fault.events(list(events))
+        for i, ev in enumerate(events):
+            if i == fault.cut_after:
+                self.close_connection = True
+                return  # hangs up: the last chunk (size 0) never comes
+            if i == fault.stall_after:
+                self._hold_open()
+                return
+            if fault.event_delay_s:
+                time.sleep(fault.event_delay_s)
+            try:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(ev), ev))
+                self.wfile.flush()
+            except OSError:
+                self.close_connection = True
+                return  # the client left
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+    def _hold_open(self, most_s: float = 600.0) -> None:
+        """Send nothing until the client closes the connection (or `most_s` passes)."""
+        self.close_connection = True
+        deadline = time.monotonic() + most_s
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.connection], [], [], 0.2)
+            if ready and not self.connection.recv(4096):
+                return
 
 
 class FakeModelHTTPServer(ThreadingHTTPServer):

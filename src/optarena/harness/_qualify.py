@@ -69,6 +69,8 @@ def _manifest(path: Path) -> tuple[dict[str, Any] | None, str]:
         return None, "manifest.json is missing"
     except ValueError as e:
         return None, f"manifest.json is not JSON: {e}"
+    except RecursionError:  # the agent wrote it: nested past the parser's depth
+        return None, "manifest.json is not JSON: nested too deeply"
     if not isinstance(data, dict):
         return None, "manifest.json is not an object"
     return data, ""

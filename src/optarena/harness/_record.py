@@ -41,14 +41,19 @@ class PhaseRecord(_Model):
 
     @property
     def cost_usd(self) -> float | None:
-        """The metered cost when a proxy ran, else the agent's own report; None unknown."""
+        """The metered cost when a proxy ran, else the agent's own report (`cost_source`
+        says which); None unknown."""
         return (self.metered_usage or self.usage).cost_usd
 
     @property
+    def cost_source(self) -> str:
+        """Whose figures `cost_usd` and `tokens` are: `metered`, or the agent's own report."""
+        return (self.metered_usage or self.usage).source
+
+    @property
     def tokens(self) -> int | None:
-        u = self.metered_usage or self.usage
-        parts = [u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens]
-        return None if all(p is None for p in parts) else sum(p or 0 for p in parts)
+        """Every token processed; None unless input and output are both known."""
+        return (self.metered_usage or self.usage).total_tokens()
 
 
 class ArtifactRef(_Model):
@@ -114,6 +119,7 @@ class PhaseTotal(_Model):
     tokens: int | None = Field(description="None when any phase's tokens are unknown")
     cost_usd: float | None = Field(description="None when any phase's cost is unknown")
     unknown_cost: int = Field(description="how many phases have no known cost")
+    cost_source: str = Field(description="metered, agent-reported, ... or mixed")
 
 
 class HarnessRun(_Model):
@@ -145,6 +151,7 @@ class HarnessRun(_Model):
                     tokens=None if None in tokens else sum(t or 0 for t in tokens),
                     cost_usd=None if None in costs else sum(c or 0.0 for c in costs),
                     unknown_cost=sum(c is None for c in costs),
+                    cost_source=" and ".join(sorted({p.cost_source for p in ps})) or "-",
                 )
             )
         return out

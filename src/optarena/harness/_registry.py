@@ -8,17 +8,19 @@ never replaces, or is confused with, a qualified one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, BinaryIO, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from optarena.errors import OptarenaError
 from optarena.records import RecordKind, migrate_values
-from optarena.sandbox import entries_under
+from optarena.sandbox import name_line, open_untrusted, refusal, walk_untrusted
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -77,45 +79,65 @@ class Registry(BaseModel):
 
 def content_sha256(path: Path) -> str:
     """Hash of every entry's name and bytes (a link's target as text: never followed, since
-    the agent wrote the tree and optarena reads it as its own user)."""
+    the agent wrote the tree and optarena reads it as its own user; a file optarena will not
+    read, a FIFO or a hard link to another's file, by its name alone)."""
     h = hashlib.sha256()
     if path.is_symlink() or not path.is_dir():
-        entries = [(path, path.name)]
-    else:
-        entries = [(path / rel, rel) for rel in _walk(path)]
-    for f, rel in entries:
-        h.update(rel.encode())
-        if f.is_symlink():
-            h.update(b"\0link\0" + os.readlink(f).encode(errors="surrogateescape"))
-        elif f.is_file():
-            h.update(b"\0" + hashlib.sha256(f.read_bytes()).digest())
+        h.update(os.fsencode(path.name))
+        if path.is_symlink():
+            h.update(b"\0link\0" + os.fsencode(os.readlink(path)))
+        else:
+            with contextlib.suppress(OSError), open_untrusted(path) as one:
+                h.update(b"\0" + _digest(one))
+        return h.hexdigest()
+    parts: list[tuple[bytes, bytes]] = []
+    for e in walk_untrusted(path):
+        if e.is_dir:
+            continue
+        if stat.S_ISLNK(e.st.st_mode):
+            parts.append((os.fsencode(e.rel), b"\0link\0" + os.fsencode(e.readlink())))
+        elif (f := e.open()) is not None:
+            with f:
+                parts.append((os.fsencode(e.rel), b"\0" + _digest(f)))
+        else:
+            parts.append((os.fsencode(e.rel), b""))
+    for rel, what in sorted(parts):
+        h.update(rel + what)
     return h.hexdigest()
 
 
-def _walk(root: Path) -> list[str]:
-    """Relative paths of everything under `root` but directories (links never entered)."""
-    return sorted(
-        p.relative_to(root).as_posix()
-        for p in entries_under(root)
-        if p.is_symlink() or not p.is_dir()
-    )
+def _digest(f: BinaryIO) -> bytes:
+    h = hashlib.sha256()
+    while chunk := f.read(1 << 20):
+        h.update(chunk)
+    return h.digest()
 
 
 def not_plain(path: Path) -> list[str]:
-    """What in an artifact is not a plain file or directory (links, FIFOs, devices): optarena
-    copies artifacts into snapshots and into the next session's workspace, and a link would
-    have it read, as its own user, whatever the link names (a key, another trial's files)."""
-    if path.is_symlink() or not (path.is_dir() or path.is_file()):
-        return [path.name]
-    if not path.is_dir():
+    """What in an artifact is not a plain file or directory with a plain name (links, FIFOs,
+    devices, hard links to another's file, names with control, format or undecodable bytes,
+    nesting deeper than `MAX_NESTING`): optarena copies artifacts into snapshots and into the
+    next session's workspace, and a link would have it read, as its own user, whatever the
+    link names (a key, another trial's files); a name is written into the registry."""
+    top = name_line(path.name)
+    if top != path.name:
+        return [f"{top} (a name with control, format or undecodable characters)"]
+    if path.is_symlink() or not path.is_dir():
+        try:
+            open_untrusted(path).close()
+        except OSError as refused:
+            return [f"{top} ({refused.strerror or refused})"]
         return []
     bad = []
-    for rel in _walk(path):
-        f = path / rel
-        if f.is_symlink() or not f.is_file():
-            bad.append(f"{path.name}/{rel}")
-        elif rel.count("/") >= MAX_NESTING:
-            bad.append(f"{path.name}/{rel} (nested over {MAX_NESTING} directories deep)")
+    for entry in walk_untrusted(path, max_depth=MAX_NESTING):
+        rel = name_line(entry.rel)
+        why = None if entry.is_dir else refusal(entry.st)
+        if rel != entry.rel:
+            why = "a name with control, format or undecodable characters"
+        elif entry.too_deep:
+            why = f"nested over {MAX_NESTING} directories deep"
+        if why is not None:
+            bad.append(f"{top}/{rel} ({why})")
     return bad
 
 

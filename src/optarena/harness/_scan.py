@@ -14,7 +14,7 @@ from optarena.harness._registry import (
     content_sha256,
     not_plain,
 )
-from optarena.sandbox import copy_entry
+from optarena.sandbox import copy_entry, name_line
 
 
 def scan_area(
@@ -35,9 +35,10 @@ def scan_area(
             continue
         for path in sorted(root.iterdir()):
             sha = content_sha256(path)
-            if (kind, path.name, sha) in known:
+            name = name_line(path.name)  # the agent's name, as a record can hold it
+            if (kind, name, sha) in known:
                 continue
-            snap = snapshots / sha / path.name
+            snap = snapshots / sha / name
             bad = not_plain(path)
             if not snap.exists():
                 snap.parent.mkdir(parents=True, exist_ok=True)
@@ -56,8 +57,8 @@ def scan_area(
                 q = qualify(kind, snap, workspace)
             entry = ArtifactEntry(
                 kind=kind,
-                name=path.name,
-                path=f"{sha}/{path.name}",
+                name=name,
+                path=f"{sha}/{name}",
                 sha256=sha,
                 iteration=iteration,
                 status="qualified" if q.passed else "quarantined",
@@ -80,7 +81,7 @@ def area_status(registry: Registry, area: Path) -> list[ArtifactEntry]:
             match = [
                 a
                 for a in registry.artifacts
-                if (a.kind, a.name, a.sha256) == (kind, path.name, sha)
+                if (a.kind, a.name, a.sha256) == (kind, name_line(path.name), sha)
             ]
             if match:
                 out.append(match[-1])

@@ -55,15 +55,13 @@ def follow_up(
     )
     logs.mkdir(parents=True, exist_ok=True)
     outcome = run_metered(runner, context, prompt, limits)
-    stored = {
-        p.relative_to(logs).as_posix(): ledger.store.put_file(p)
-        for p in sorted(logs.rglob("*"))
-        if p.is_file() and not p.is_symlink()
-    }
+    stored, left_out = ledger.store.put_untrusted_tree(logs)  # never through the agent's links
+    notes = [f"log not kept: {w}" for w in left_out[:20]]
+    detail = "; ".join(filter(None, [outcome.detail, *notes]))
     return PhaseRecord(
         phase=phase,
         status=outcome.status,
-        detail=outcome.detail[:2000],
+        detail=detail[:2000],
         session_id=outcome.session_id,
         wall_s=outcome.wall_s,
         cpu_s=outcome.cpu_s,

@@ -3,7 +3,7 @@ then speed, paired against the baseline (or any other candidate) with an A/A con
 
 from optarena.judge import _stats as stats  # the one statistics module (experiments too)
 from optarena.judge._compare import CompareResult, aa_control, compare
-from optarena.judge._external import judge_external
+from optarena.judge._external import BaseRun, BrokenTaskError, check_base, judge_external
 from optarena.judge._judge import JudgeOptions, judge, new_seed
 from optarena.judge._result import JUDGE_SCHEMA_VERSION, Check, JudgeResult
 from optarena.judge._seal import JudgeTamperedError, verify_judge
@@ -12,6 +12,8 @@ from optarena.records import AAControl, Comparison, Metrics
 __all__ = [
     "JUDGE_SCHEMA_VERSION",
     "AAControl",
+    "BaseRun",
+    "BrokenTaskError",
     "Check",
     "CompareResult",
     "Comparison",
@@ -20,6 +22,7 @@ __all__ = [
     "JudgeTamperedError",
     "Metrics",
     "aa_control",
+    "check_base",
     "compare",
     "judge",
     "judge_external",

@@ -11,8 +11,7 @@ verdict is never `improved`; without a benchmark there are no metrics. Gaps are 
 from __future__ import annotations
 
 import hashlib
-import math
-import random
+import os
 import secrets
 import subprocess
 import tempfile
@@ -23,26 +22,23 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optarena.errors import OptarenaError, TaskPackageError
-from optarena.judge._external_crosscheck import crosscheck
-from optarena.judge._external_run import (
-    CommandRun,
-    JUnitReport,
-    limits_of,
-    read_junit,
-    read_metric,
-    run_command,
-)
+from optarena.errors import OptarenaError
+from optarena.judge._external_bench import bench_once, benchmark
+from optarena.judge._external_ctx import BrokenTaskError, Ctx, Rejected
+from optarena.judge._external_run import JUnitReport, read_junit
+from optarena.judge._external_setup import restore as restore_setup
+from optarena.judge._external_setup import setup_key
+from optarena.judge._external_setup import store as store_setup
 from optarena.judge._external_tree import SealedTree, copy_over, tree_digests
-from optarena.judge._measure_report import summarize
 from optarena.judge._result import Check
-from optarena.judge._stats import decided, estimate
-from optarena.records import BenchmarkRound, BenchmarkStop, ExternalMetrics
+from optarena.records import ExternalMetrics
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import in_scope
-from optarena.tasks.external import FrozenExternal, git
+from optarena.tasks.external import Environment, FrozenExternal, git, git_bytes, readable
 
-EXTERNAL_JUDGE_SCHEMA_VERSION = 1
+__all__ = ["BrokenTaskError", "ExternalJudgement", "judge_external"]
+
+EXTERNAL_JUDGE_SCHEMA_VERSION = 2  # 2: environment, timings, setup; metrics with os_check
 
 
 class ExternalJudgement(BaseModel):
@@ -59,51 +55,26 @@ class ExternalJudgement(BaseModel):
     metrics: ExternalMetrics | None = None
     gaps: list[str] = Field(description="no_quality_gate, no_benchmark")
     ignored: list[str] = Field(description="new files outside the scope, listed and not judged")
+    environment: dict[str, Any] = Field(
+        default_factory=dict,
+        description="which python3 the commands found (path, version), the declared one",
+    )
+    timings: dict[str, float] = Field(
+        default_factory=dict, description="seconds per phase: clones, set-up, gate, benchmark"
+    )
+    setup: dict[str, str] = Field(
+        default_factory=dict, description="per arm: ran, or cached (`[setup] cache = true`)"
+    )
     started_at: str
     finished_at: str
 
 
-class BrokenTaskError(TaskPackageError):
-    """The baseline itself fails the task's set-up, gate or benchmark: the task is broken, not
-    the candidate. The message names the spec file and the field whose command failed, so the
-    user knows what to fix."""
-
-    def __init__(self, frozen: FrozenExternal, field: str, detail: str) -> None:
-        self.field = field
-        where = frozen.path or frozen.frozen.spec_path
-        super().__init__(f"{where}: field '{field}': on the baseline, {detail}")
-
-
-@dataclass
-class _Ctx:
-    frozen: FrozenExternal
-    policy: SandboxPolicy | None
-    checks: list[Check]
-    sealed: dict[Path, SealedTree] = field(default_factory=dict)  # tree -> its seal
-    watched: frozenset[str] = frozenset()  # what no command of the candidate's may change
-    last: dict[Path, str] = field(default_factory=dict)  # tree -> its last unsettled command
-    baseline_tests: int | None = None  # test cases in the baseline gate's JUnit report
-
-    def run(self, cmd: str, tree: Path, timeout_s: float) -> CommandRun:
-        """Run `cmd` in `tree`; a sealed tree is first put back as prepared, so no command
-        sees what an earlier one (the candidate's code in it) wrote. What a command wrote
-        stays until the next one (the gate's JUnit report is read from it)."""
-        s = self.frozen.spec
-        self.settle(tree)
-        if tree in self.sealed:
-            self.last[tree] = f"`{cmd}`"
-        return run_command(cmd, tree, timeout_s, s.env, limits_of(s.limits), self.policy)
-
-    def settle(self, tree: Path) -> None:
-        """Put `tree` back as sealed, noting what its last command changed."""
-        if tree in self.sealed and tree in self.last:
-            self.sealed[tree].restore(after=self.last.pop(tree))
-
-    def fail(self, name: str, code: str, detail: str) -> None:
-        self.checks.append(Check(name=name, workload=None, passed=False, detail=detail, code=code))
-
-    def ok(self, name: str, detail: str) -> None:
-        self.checks.append(Check(name=name, workload=None, passed=True, detail=detail))
+def failed_logs_dir(task_id: str) -> Path:
+    """A new directory (made when first needed) for the whole output of failing commands:
+    `$XDG_CACHE_HOME/optarena/external-logs/ID-TIME-RANDOM`, kept after the judgement."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return cache / "optarena" / "external-logs" / f"{task_id}-{stamp}-{secrets.token_hex(3)}"
 
 
 def _clone(frozen: FrozenExternal, dest: Path) -> None:
@@ -117,10 +88,11 @@ def _apply(candidate: Path, tree: Path) -> str:
         try:
             subprocess.run(
                 ["git", "apply", "--whitespace=nowarn", str(candidate.resolve())],
-                cwd=tree, check=True, capture_output=True, text=True, timeout=60,
+                cwd=tree, check=True, capture_output=True, timeout=60,
             )  # fmt: skip
         except subprocess.CalledProcessError as e:
-            raise _Rejected("candidate", "patch_does_not_apply", e.stderr.strip()[-500:]) from None
+            err = readable(os.fsdecode(e.stderr.strip()[-500:]))  # names in any encoding
+            raise Rejected("candidate", "patch_does_not_apply", err) from None
         return "patch"
     if not candidate.is_dir():
         raise OptarenaError(f"candidate {candidate}: neither a patch file nor a directory")
@@ -128,14 +100,8 @@ def _apply(candidate: Path, tree: Path) -> str:
     return "directory"
 
 
-class _Rejected(Exception):
-    def __init__(self, name: str, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.name, self.code, self.detail = name, code, detail
-
-
 def _scope(frozen: FrozenExternal, tree: Path) -> tuple[list[str], list[str], str]:
-    """(changed in scope, new files ignored, sha256 of the in-scope diff); raises _Rejected for
+    """(changed in scope, new files ignored, sha256 of the in-scope diff); raises Rejected for
     a tracked file outside the scope that changed."""
     editable = frozen.spec.project.editable
     status = git(
@@ -153,12 +119,17 @@ def _scope(frozen: FrozenExternal, tree: Path) -> tuple[list[str], list[str], st
         else:
             outside.append(path)
     if outside:
-        raise _Rejected("scope", "out_of_scope", f"changed outside the editable scope: {outside}")
+        shown = ", ".join(readable(p) for p in outside)
+        raise Rejected("scope", "out_of_scope", f"changed outside the editable scope: {shown}")
     for path in ignored:
         (tree / path).unlink()
     git(["add", "-A"], tree)
-    diff = git(["diff", "--cached", "--binary"], tree)
-    return changed, ignored, hashlib.sha256(diff.encode()).hexdigest()
+    diff = git_bytes(["diff", "--cached", "--binary"], tree).strip()  # any encoding: bytes
+    return [readable(p) for p in changed], [readable(p) for p in ignored], _sha256(diff)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _watched(frozen: FrozenExternal, tree: Path) -> frozenset[str]:
@@ -171,20 +142,29 @@ def _watched(frozen: FrozenExternal, tree: Path) -> frozenset[str]:
     return frozenset(out)
 
 
-def _prepare(ctx: _Ctx, tree: Path, arm: str, pristine: Path) -> None:
+def _prepare(ctx: Ctx, tree: Path, arm: str, pristine: Path) -> None:
     """Holdout, then set-up, then the seal; a failure is the task's for the baseline, the
     candidate's else."""
     f = ctx.frozen
     if f.holdout is not None:
         copy_over(f.holdout, tree)
     before = tree_digests(tree)
-    if f.spec.setup is not None:
-        r = ctx.run(f.spec.setup.command, tree, f.spec.setup.timeout_s)
+    setup = f.spec.setup
+    key = None
+    if setup is not None and setup.cache:
+        key = setup_key(setup.command, f.spec.env, f.frozen.environment_sha256, before)
+    if setup is not None and key is not None and restore_setup(key, tree):
+        ctx.setup[arm] = "cached"
+    elif setup is not None:
+        r = ctx.run(setup.command, tree, setup.timeout_s)
         if not r.ok:
-            detail = f"set-up `{r.command}` exited {r.returncode}: {r.tail()}"
+            detail = f"set-up {r.failure()}"
             if arm == "baseline":
-                raise BrokenTaskError(f, "setup.command", detail)
-            raise _Rejected("setup", "setup_failed", detail)
+                raise BrokenTaskError(f, "setup.command", detail, r)
+            raise Rejected("setup", "setup_failed", detail)
+        if key is not None:
+            store_setup(key, tree, before)
+        ctx.setup[arm] = "ran"
     during = f"set-up `{f.spec.setup.command}`" if f.spec.setup else "set-up"
     try:
         ctx.sealed[tree] = SealedTree.seal(tree, pristine, ctx.watched, before, during)
@@ -192,10 +172,10 @@ def _prepare(ctx: _Ctx, tree: Path, arm: str, pristine: Path) -> None:
         detail = f"{during} left directories nested too deep to copy"
         if arm == "baseline":
             raise BrokenTaskError(f, "setup.command", detail) from None
-        raise _Rejected("setup", "setup_failed", detail) from None
+        raise Rejected("setup", "setup_failed", detail) from None
 
 
-def _untouched(ctx: _Ctx, trees: dict[str, Path]) -> None:
+def _untouched(ctx: Ctx, trees: dict[str, Path]) -> None:
     """Reject a candidate whose code changed a watched file that the baseline's own commands
     left alone (what both arms change is the project's doing, e.g. a regenerated file)."""
     cand, base = ctx.sealed.get(trees["candidate"]), ctx.sealed.get(trees["baseline"])
@@ -205,15 +185,15 @@ def _untouched(ctx: _Ctx, trees: dict[str, Path]) -> None:
         ctx.settle(tree)
     changed = {p: during for p, during in cand.changed.items() if p not in base.changed}
     if changed:
-        listed = ", ".join(f"{p} (during {d})" for p, d in sorted(changed.items())[:20])
-        raise _Rejected(
+        listed = ", ".join(f"{readable(p)} (during {d})" for p, d in sorted(changed.items())[:20])
+        raise Rejected(
             "project_files", "project_modified",
             f"the candidate's code changed files outside the editable scope: {listed}; every "
             "command still ran on the files as prepared",
         )  # fmt: skip
 
 
-def _gate(ctx: _Ctx, tree: Path, arm: str) -> None:
+def _gate(ctx: Ctx, tree: Path, arm: str) -> None:
     q = ctx.frozen.spec.quality
     if q is None:
         return
@@ -226,14 +206,14 @@ def _gate(ctx: _Ctx, tree: Path, arm: str) -> None:
             ctx.ok("quality_gate", f"`{q.command}` passed in {r.wall_s:.1f} s")
         return
     failing = report.failing if report else []
-    why = "timed out" if r.returncode is None else f"exited {r.returncode}"
-    detail = f"`{q.command}` {why}" + (f"; failing: {', '.join(failing[:20])}" if failing else "")
+    named = f"failing: {', '.join(failing[:20])}; " if failing else ""
     if arm == "baseline":
-        raise BrokenTaskError(ctx.frozen, "quality.command", f"the gate fails: {detail}")
-    raise _Rejected("quality_gate", "quality_gate_failed", f"{detail}\n{r.tail()}")
+        detail = f"the gate fails: {named}{r.failure()}"
+        raise BrokenTaskError(ctx.frozen, "quality.command", detail, r)
+    raise Rejected("quality_gate", "quality_gate_failed", f"{named}{r.failure()}")
 
 
-def _gate_report(ctx: _Ctx, command: str, junit: str, report: JUnitReport | None, arm: str) -> None:
+def _gate_report(ctx: Ctx, command: str, junit: str, report: JUnitReport | None, arm: str) -> None:
     """A passing exit status is only believed with the report agreeing: the gate's process
     runs the candidate's code, which can set the exit status (an atexit handler calling
     os._exit(0) passed a broken candidate). The report must exist, list no failure, and cover
@@ -245,100 +225,108 @@ def _gate_report(ctx: _Ctx, command: str, junit: str, report: JUnitReport | None
         why = f"`{command}` exited 0 while its report lists failing tests: " + ", ".join(
             report.failing[:20]
         )
-    elif arm == "candidate" and ctx.baseline_tests and report.tests < ctx.baseline_tests:
-        n, base = report.tests, ctx.baseline_tests
-        why = f"the report lists {n} tests where the baseline's lists {base}"
+    elif arm == "candidate" and (base := ctx.baseline_report) and report.tests < base.tests:
+        why = f"the report lists {report.tests} tests where the baseline's lists {base.tests}"
+        missing = sorted(base.names - report.names)
+        if missing:
+            why += f"; missing: {', '.join(missing[:20])}" + (" ..." if len(missing) > 20 else "")
     else:
         if arm == "baseline":
-            ctx.baseline_tests = report.tests
+            ctx.baseline_report = report
         return
     if arm == "baseline":
         raise BrokenTaskError(ctx.frozen, "quality.junit", why)
-    raise _Rejected("quality_gate", "quality_gate_failed", why)
+    raise Rejected("quality_gate", "quality_gate_failed", why)
 
 
-def _bench_once(ctx: _Ctx, tree: Path, arm: str) -> tuple[float, CommandRun]:
-    b = ctx.frozen.spec.benchmark
-    assert b is not None
-    r = ctx.run(b.command, tree, b.timeout_s)
-    value, why = read_metric(b.metric, r) if r.ok else (None, f"exited {r.returncode}")
-    if value is None:
-        detail = f"benchmark `{b.command}`: {why}; output: {r.tail()[-800:]}"
-        if arm == "baseline":
-            field = "benchmark.metric" if r.ok else "benchmark.command"
-            raise BrokenTaskError(ctx.frozen, field, detail)
-        raise _Rejected("benchmark", "benchmark_failed", detail)
-    return value, r
+@dataclass
+class _Outcome:
+    cand_info: dict[str, Any]
+    ignored: list[str] = field(default_factory=list)
+    metrics: ExternalMetrics | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+    rejected: Rejected | None = None
 
 
-def _benchmark(ctx: _Ctx, trees: dict[str, Path], seed: int) -> ExternalMetrics:
-    """AB/BA rounds from a random start until decided, the budget or max_rounds."""
-    spec = ctx.frozen.spec
-    b, m = spec.benchmark, spec.measurement
-    assert b is not None
-    rng = random.Random(seed)
-    orders: tuple[Literal["AB", "BA"], Literal["AB", "BA"]] = (
-        ("AB", "BA") if rng.random() < 0.5 else ("BA", "AB")
-    )
-    rounds: list[BenchmarkRound] = []
-    logs: list[float] = []
-    t0 = datetime.now(UTC).timestamp()
-    stop: Literal["decided", "budget", "max_rounds"] = "max_rounds"
-    for i in range(m.max_rounds):
-        order = orders[i % 2]
-        got: dict[str, tuple[float, CommandRun]] = {}
-        for letter in order:
-            arm = "baseline" if letter == "A" else "candidate"
-            try:
-                got[arm] = _bench_once(ctx, trees[arm], arm)
-            except _Rejected:
-                if "baseline" not in got:  # the task's fault if the baseline fails the same way
-                    _bench_once(ctx, trees["baseline"], "baseline")
-                raise
-        (bv, br), (cv, cr) = got["baseline"], got["candidate"]
-        log = math.log(cv / bv) if b.direction == "lower" else math.log(bv / cv)
-        logs.append(log)
-        rounds.append(
-            BenchmarkRound(
-                order=order, baseline=bv, candidate=cv, baseline_wall_s=br.wall_s,
-                candidate_wall_s=cr.wall_s, baseline_cpu_s=br.cpu_s, candidate_cpu_s=cr.cpu_s,
-                log_ratio=log,
-            )
-        )  # fmt: skip
-        if len(logs) >= m.min_rounds and len(logs) % 2 == 0:  # as many AB as BA rounds
-            e = estimate(logs, 0.95, seed, min_n=m.min_rounds)
-            # The OS's confirmation is looked at once, at the end: stopping when it happens to
-            # exclude 0 would peek, and make a forged metric's confirmation likelier.
-            if decided(e, m.min_effect, m.min_effect / 2):
-                stop = "decided"
-                break
-        if datetime.now(UTC).timestamp() - t0 > m.budget_s:
-            stop = "budget"
-            break
-    e = estimate(logs, 0.95, seed, min_n=m.min_rounds)
-    summary = summarize(e, m.min_effect)
-    notes = crosscheck(rounds, logs, b.metric.wall, m.min_effect, seed)
-    if notes and summary.verdict in ("improved", "regressed"):
-        # a self-reported metric is not evidence on its own (see _external_crosscheck)
-        why = f"not confirmed by the OS: {notes[0]}"
-        summary = summary.model_copy(update={"verdict": "inconclusive", "why": why})
-    if ctx.frozen.spec.quality is None and summary.verdict == "improved":
-        summary = summary.model_copy(
-            update={
-                "verdict": "inconclusive",
-                "why": "no quality gate: an unverified candidate is never improved",
-            }
-        )
-    return ExternalMetrics(
-        metric=b.metric.model_dump(by_alias=True, exclude_none=True),
-        direction=b.direction,
-        ratio_meaning="candidate/baseline on the 'lower is better' scale: below 1 is better",
-        verdict=summary.verdict,
-        overall=summary,
-        stop=BenchmarkStop(reason=stop, rounds=len(rounds), budget_s=m.budget_s),
-        rounds=rounds,
-        crosscheck=notes,
-    )
+_WHICH_PYTHON = (
+    "command -v python3 && python3 -c 'import sys; print(sys.version.split()[0])' || true"
+)
+
+
+def _which_python(ctx: Ctx, tree: Path) -> dict[str, Any]:
+    """Which `python3` the commands get, and its version, asked inside the sandbox: a shell's
+    own interpreter is not what a sandboxed command finds on its PATH."""
+    r = ctx.run(_WHICH_PYTHON, tree, 60)
+    lines = r.output.strip().splitlines() if r.ok else []
+    out: dict[str, Any] = {"python3": lines[0] if lines else None}
+    out["python3_version"] = lines[1] if len(lines) > 1 else None
+    env = ctx.environment
+    if env is not None:
+        out["declared_python"] = None if env.python is None else str(env.python)
+        out["visible"] = [str(p) for p in env.visible()]
+    return out
+
+
+def _judge_in(ctx: Ctx, tmp: Path, candidate: Path, out: _Outcome, seed: int | None) -> None:
+    """Clones, scope, set-up, gates and (with a seed) the benchmark, each phase timed."""
+    frozen = ctx.frozen
+    trees = {"baseline": tmp / "baseline", "candidate": tmp / "candidate"}
+    with ctx.timing("clone_and_scope"):
+        for tree in trees.values():
+            _clone(frozen, tree)
+        out.cand_info["kind"] = _apply(candidate, trees["candidate"])
+        changed, out.ignored, sha = _scope(frozen, trees["candidate"])
+        out.cand_info.update({"changed": changed, "sha256": sha})
+        ctx.ok("scope", f"{len(changed)} file(s) changed in scope")
+    out.environment = _which_python(ctx, trees["baseline"])
+    ctx.watched = _watched(frozen, trees["baseline"])
+    for arm, tree in trees.items():
+        with ctx.timing(f"setup.{arm}"):
+            _prepare(ctx, tree, arm, tmp / "pristine" / arm)
+    for arm, tree in trees.items():
+        with ctx.timing(f"gate.{arm}"):
+            _gate(ctx, tree, arm)
+    _untouched(ctx, trees)
+    if seed is not None and frozen.spec.benchmark is not None:
+        with ctx.timing("benchmark"):
+            out.metrics = benchmark(ctx, trees, seed)
+        _untouched(ctx, trees)
+
+
+@dataclass(frozen=True)
+class BaseRun:
+    """The task's own commands once on base, as `task freeze` runs them: seconds per phase,
+    the gate's test count, the metric and which python3 the commands found."""
+
+    timings: dict[str, float]
+    tests: int | None
+    metric: float | None
+    environment: dict[str, Any]
+
+
+def check_base(frozen: FrozenExternal, policy: SandboxPolicy | None = None) -> BaseRun:
+    """Set-up, gate and one benchmark run (at the scale's high size) on a clone of base, as
+    the judge would run them. BrokenTaskError (naming the field, quoting the output) if any
+    fails: a spec that cannot work is found before any agent is paid to run on it."""
+    ctx = Ctx(frozen, policy, [], logs=failed_logs_dir(frozen.spec.id))
+    if frozen.spec.environment != Environment():
+        ctx.environment = frozen.environment()
+    metric = None
+    with tempfile.TemporaryDirectory(prefix="optarena-external-base-") as tmp:
+        tree = Path(tmp) / "baseline"
+        _clone(frozen, tree)
+        environment = _which_python(ctx, tree)
+        ctx.watched = _watched(frozen, tree)
+        with ctx.timing("setup"):
+            _prepare(ctx, tree, "baseline", Path(tmp) / "pristine")
+        with ctx.timing("gate"):
+            _gate(ctx, tree, "baseline")
+        b = frozen.spec.benchmark
+        if b is not None:
+            with ctx.timing("benchmark"):
+                metric, _ = bench_once(ctx, tree, "baseline", b.scale.high if b.scale else None)
+    tests = ctx.baseline_report.tests if ctx.baseline_report else None
+    return BaseRun(ctx.timings, tests, metric, environment)
 
 
 def judge_external(
@@ -348,42 +336,27 @@ def judge_external(
     measure: bool = True,
     seed: int | None = None,
     policy: SandboxPolicy | None = None,
+    logs: Path | None = None,
 ) -> ExternalJudgement:
     """Judge `candidate` (a patch against base, or a directory of files) for `frozen`.
     BrokenTaskError (exit 2) when the baseline itself fails; every candidate failure is a
-    recorded rejection."""
+    recorded rejection. `logs`: where a failing command's whole output is kept (default: a new
+    directory under optarena's cache, made only if a command fails)."""
     seed = secrets.randbits(63) if seed is None else seed
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    ctx = _Ctx(frozen, policy, [])
-    gaps = frozen.gaps()
-    cand_info: dict[str, Any] = {"path": str(candidate)}
-    ignored: list[str] = []
-    metrics = None
-    rejected: _Rejected | None = None
+    declared = frozen.spec.environment != Environment()
+    ctx = Ctx(frozen, policy, [], logs=logs or failed_logs_dir(frozen.spec.id))
+    ctx.environment = frozen.environment() if declared else None
+    out = _Outcome(cand_info={"path": str(candidate)})
     with tempfile.TemporaryDirectory(prefix="optarena-external-") as tmp:
-        trees = {"baseline": Path(tmp) / "baseline", "candidate": Path(tmp) / "candidate"}
-        for tree in trees.values():
-            _clone(frozen, tree)
         try:
-            cand_info["kind"] = _apply(candidate, trees["candidate"])
-            changed, ignored, sha = _scope(frozen, trees["candidate"])
-            cand_info.update({"changed": changed, "sha256": sha})
-            ctx.ok("scope", f"{len(changed)} file(s) changed in scope")
-            ctx.watched = _watched(frozen, trees["baseline"])
-            for arm, tree in trees.items():
-                _prepare(ctx, tree, arm, Path(tmp) / "pristine" / arm)
-            _gate(ctx, trees["baseline"], "baseline")
-            _gate(ctx, trees["candidate"], "candidate")
-            _untouched(ctx, trees)
-            if measure and frozen.spec.benchmark is not None:
-                metrics = _benchmark(ctx, trees, seed)
-                _untouched(ctx, trees)
-        except _Rejected as r:
-            rejected = r
+            _judge_in(ctx, Path(tmp), candidate, out, seed if measure else None)
+        except Rejected as r:
+            out.rejected = r
             ctx.fail(r.name, r.code, r.detail)
-    if rejected is not None:
+    if out.rejected is not None:
         verdict: Literal["accepted", "rejected", "unverified"] = "rejected"
-        metrics = None
+        out.metrics = None
     else:
         verdict = "unverified" if frozen.spec.quality is None else "accepted"
     failed = [c for c in ctx.checks if not c.passed]
@@ -394,15 +367,18 @@ def judge_external(
             "kind": "external",
             **frozen.frozen.model_dump(),
         },
-        candidate=cand_info,
+        candidate=out.cand_info,
         seed=seed,
         verdict=verdict,
         reason_codes=list(dict.fromkeys(c.code for c in failed if c.code)),
         reasons=[f"{c.code}: {c.detail.splitlines()[0] if c.detail else ''}" for c in failed],
         checks=ctx.checks,
-        metrics=metrics,
-        gaps=gaps,
-        ignored=ignored,
+        metrics=out.metrics,
+        gaps=frozen.gaps(),
+        ignored=out.ignored,
+        environment=out.environment,
+        timings=ctx.timings,
+        setup=ctx.setup,
         started_at=started,
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )

@@ -12,10 +12,12 @@ import json
 import math
 import os
 import re
+import shutil
 import stat
 import subprocess
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from optarena.tasks.external import ExternalLimits, Metric
 
 OUTPUT_TAIL = 4000  # characters of a command's output quoted in a failure's detail
 OUTPUT_KEPT = 8 << 20  # bytes of a command's output the judge reads: the last ones
+FAILURE_LINES = 30  # lines of a failing command's output quoted in its message
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class CommandRun:
     output: str
     wall_s: float
     cpu_s: float | None
+    log: Path | None = None  # the whole output, kept where a failing command's is kept
 
     @property
     def ok(self) -> bool:
@@ -41,6 +45,16 @@ class CommandRun:
 
     def tail(self) -> str:
         return self.output[-OUTPUT_TAIL:]
+
+    def failure(self) -> str:
+        """How it failed, the end of its output and where the whole output is: what a person
+        needs to fix a command (a missing module is named only in the output)."""
+        why = "timed out" if self.returncode is None else f"exited {self.returncode}"
+        lines = self.output.rstrip().splitlines()[-FAILURE_LINES:]
+        last = f": {lines[-1].strip()[:300]}" if lines else ""
+        text = "\n".join("    " + line for line in lines)[-OUTPUT_TAIL:]
+        where = f"\n  full output: {self.log}" if self.log else ""
+        return f"`{self.command}` {why}{last}\n  its output ends:\n{text or '    (none)'}{where}"
 
 
 def limits_of(spec_limits: ExternalLimits) -> ResourceLimits:
@@ -59,9 +73,14 @@ def run_command(
     env: dict[str, str],
     limits: ResourceLimits,
     policy: SandboxPolicy | None,
+    keep_failed: Path | None = None,
+    visible: Sequence[Path] = (),
 ) -> CommandRun:
+    """Run `command` in a fresh sandbox; `keep_failed`: where the whole output of a failing
+    run is kept (else only its last 8 MiB are read, and the file is removed); `visible`: what
+    the declared environment needs readable (a venv under /tmp or a home directory)."""
     log = worktree.parent / f".{worktree.name}-output.log"
-    box = Sandbox(worktree, limits, policy)
+    box = Sandbox(worktree, limits, policy, needed=visible)
     full_env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(worktree),
@@ -89,6 +108,10 @@ def run_command(
             after.children_system - before.children_system
         )
     output = _read_tail(log, OUTPUT_KEPT)
+    if code != 0 and keep_failed is not None:
+        keep_failed.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(log, keep_failed)
+        return CommandRun(command, code, output, wall, cpu, keep_failed)
     log.unlink()
     return CommandRun(command, code, output, wall, cpu)
 
@@ -166,6 +189,7 @@ JUNIT_MAX_BYTES = 64 << 20
 class JUnitReport:
     tests: int  # test cases in the report
     failing: list[str]  # failing or erroring test names
+    names: frozenset[str] = frozenset()  # every test case's name, to say which went missing
 
 
 def read_junit(tree: Path, relpath: str) -> JUnitReport | None:
@@ -190,8 +214,11 @@ def read_junit(tree: Path, relpath: str) -> JUnitReport | None:
             return None
     cases = list(root.iter("testcase"))
     failing = []
+    names = set()
     for case in cases:
+        cls = case.get("classname")
+        name = f"{cls}.{case.get('name')}" if cls else str(case.get("name"))
+        names.add(name)
         if case.find("failure") is not None or case.find("error") is not None:
-            cls = case.get("classname")
-            failing.append(f"{cls}.{case.get('name')}" if cls else str(case.get("name")))
-    return JUnitReport(len(cases), failing)
+            failing.append(name)
+    return JUnitReport(len(cases), failing, frozenset(names))

@@ -25,7 +25,8 @@ from optarena.sandbox import copy_entry, entries_under, remove_tree
 _CHUNK = 1 << 20
 
 
-def _digest(path: Path) -> str:
+def entry_digest(path: Path) -> str:
+    """Kind, mode and content of one entry, links not followed."""
     st = path.lstat()
     mode = stat.S_IMODE(st.st_mode)
     if stat.S_ISLNK(st.st_mode):
@@ -48,7 +49,7 @@ def tree_digests(root: Path) -> dict[str, str]:
     for p in entries_under(root):
         rel = p.relative_to(root).as_posix()
         try:
-            out[rel] = _digest(p)
+            out[rel] = entry_digest(p)
         except OSError as err:  # a path past PATH_MAX: new, so removed with its top
             out[rel] = f"unreadable:{err.errno}"
     return out

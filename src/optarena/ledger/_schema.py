@@ -147,10 +147,19 @@ _V3 = (
     "CREATE TRIGGER judgements_kept BEFORE DELETE ON judgements " + _IMMUTABLE,
 )
 
+# A model call whose counts are unknown (a stream cut before its final usage) keeps what it did
+# report as a lower bound, with the reason, never as the count.
+_V4 = (
+    "ALTER TABLE api_calls ADD COLUMN tokens_at_least INTEGER",
+    "ALTER TABLE api_calls ADD COLUMN cost_usd_at_least REAL",
+    "ALTER TABLE api_calls ADD COLUMN usage_note TEXT",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "trials, judgements, trial_artifacts", _V1),
     Migration(2, "api_calls (metering proxy)", _V2),
     Migration(3, "judgements: verdict 'unverified' (external tasks without a gate)", _V3),
+    Migration(4, "api_calls: lower bounds of unknown counts", _V4),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

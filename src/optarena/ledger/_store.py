@@ -16,10 +16,12 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from optarena.errors import LedgerError
+from optarena.sandbox import Walk, name_line, open_untrusted, refusal, walk_untrusted
 
 _CHUNK = 1 << 20
 
@@ -66,19 +68,48 @@ class ArtifactStore:
         return self.put_bytes(text.encode("utf-8"))
 
     def put_file(self, src: Path) -> str:
-        """Store a file's bytes, hashing while copying (logs may be large)."""
+        """Store the bytes of a file optarena wrote (for one an agent could have written, open
+        it with `optarena.sandbox.open_untrusted` and use `put_stream`)."""
+        with open(src, "rb") as f:
+            return self.put_stream(f)
+
+    def put_stream(self, fin: BinaryIO) -> str:
+        """Store what an open file holds, hashing while copying (logs may be large)."""
         h = hashlib.sha256()
         self._tmp.mkdir(parents=True, exist_ok=True)
-        with (
-            open(src, "rb") as fin,
-            tempfile.NamedTemporaryFile(dir=self._tmp, delete=False) as fout,
-        ):
+        with tempfile.NamedTemporaryFile(dir=self._tmp, delete=False) as fout:
             while chunk := fin.read(_CHUNK):
                 h.update(chunk)
                 fout.write(chunk)
         sha = h.hexdigest()
         self._link(Path(fout.name), sha)
         return sha
+
+    def put_untrusted_tree(
+        self, root: Path, max_entries: int = 10_000
+    ) -> tuple[dict[str, str], list[str]]:
+        """Store the plain files under `root`, a directory an agent could write (logs), never
+        through anything it made there (`optarena.sandbox.walk_untrusted`), looking at most at
+        `max_entries` entries. Returns relative path (as `name_line`) -> sha, and what was left
+        out, with why."""
+        stored: dict[str, str] = {}
+        left_out: list[str] = []
+        walk = Walk()
+        for e in walk_untrusted(root, max_entries=max_entries, progress=walk):
+            if e.too_deep:
+                left_out.append(f"{name_line(e.rel)}: nested too deep, not entered")
+            if e.is_dir:
+                continue
+            f = e.open()
+            if f is None:
+                why = refusal(e.st) or "changed while it was read"
+                left_out.append(f"{name_line(e.rel)}: {why}")
+                continue
+            with f:
+                stored[name_line(e.rel)] = self.put_stream(f)
+        if walk.truncated:
+            left_out.append(f"more than {max_entries} entries: the rest not looked at")
+        return stored, left_out
 
     def put_tree(self, root: Path, relpaths: list[str]) -> str:
         """Store the files `relpaths` under `root` and their manifest; return the tree's sha."""
@@ -89,9 +120,12 @@ class ArtifactStore:
         """The artifact's bytes, checked against its name (a damaged store is an error)."""
         path = self.path(sha)
         try:
-            data = path.read_bytes()
+            with open_untrusted(path, self._objects) as f:  # a link or FIFO put there: refused
+                data = f.read()
         except FileNotFoundError:
             raise LedgerError(f"artifact {sha} is missing from {self.root}") from None
+        except OSError as e:
+            raise LedgerError(f"artifact {path} cannot be read: {e}") from None
         if hashlib.sha256(data).hexdigest() != sha:
             raise LedgerError(f"artifact {path} does not match its sha256: the store is damaged")
         return data

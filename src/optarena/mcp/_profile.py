@@ -105,10 +105,13 @@ def _run(
                 return _no_profile(name, f"the calls did not finish within {timeout_s:.0f} s")
     finally:
         sandbox.close()
-    if proc.returncode != 0:
-        tail = err_path.read_bytes()[-600:].decode(errors="replace").strip()
+    if proc.returncode != 0:  # the candidate chose how much it wrote: read only what is shown
+        with err_path.open("rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 600))
+            tail = f.read(600).decode(errors="replace").strip()
         return _no_profile(name, f"the candidate's process failed (exit {proc.returncode})", tail)
-    return _view(name, out_path.read_bytes()[:MAX_OUTPUT_BYTES])
+    with out_path.open("rb") as f:
+        return _view(name, f.read(MAX_OUTPUT_BYTES))
 
 
 def _view(workload: str, raw: bytes) -> dict[str, Any]:

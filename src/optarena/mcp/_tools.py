@@ -28,13 +28,14 @@ from optarena.judge import JudgeOptions, JudgeResult, judge
 from optarena.mcp._errors import ToolInputError
 from optarena.mcp._profile import MAX_CALLS, MAX_TOP, profile_candidate
 from optarena.records import ToolCallRecord, ToolCallStatus
-from optarena.sandbox import copy_untrusted
+from optarena.sandbox import UntrustedFileError, copy_untrusted
 from optarena.tasks import Task, in_scope
 
 TOOL_NAMES = ("task_info", "check_correctness", "measure", "profile")
 PROFILE_CALLS = 5
 PROFILE_TOP = 15
 DEFAULT_MAX_BUDGET_S = 60.0
+SNAPSHOT_LIMIT = 256 << 20  # bytes of editable files a tool call copies (the agent chose them)
 
 # "..., expected 0.123" in a tolerance detail is one oracle value: the tools never show one.
 _EXPECTED_VALUE = re.compile(
@@ -271,12 +272,18 @@ class TaskTools:
             snapshot = Path(tmp) / "candidate"
             # The agent runs meanwhile: never through a link it swaps in (see copy_untrusted)
             editable = self.task.spec.editable
-            copy_untrusted(
-                self.workspace,
-                snapshot,
-                skip=(".git", "__pycache__"),
-                want=lambda rel: in_scope(rel, editable),
-            )
+            try:
+                copy_untrusted(
+                    self.workspace,
+                    snapshot,
+                    skip=(".git", "__pycache__"),
+                    want=lambda rel: in_scope(rel, editable),
+                    max_bytes=SNAPSHOT_LIMIT,
+                )
+            except UntrustedFileError:
+                raise ToolInputError(
+                    f"the editable files hold more than {SNAPSHOT_LIMIT >> 20} MiB"
+                ) from None
             yield snapshot
 
     @staticmethod

@@ -4,11 +4,12 @@ Completions, streamed or not) to an upstream, meters every call, enforces per-tr
 `MeteredSession` runs one for an agent run; `optarena proxy` runs one from the command line.
 """
 
-from optarena.proxy._meter import Meter, ProxyLimits, set_tokens, total_tokens
+from optarena.proxy._meter import Meter, ProxyLimits, may_have_spent, total_tokens
 from optarena.proxy._prices import ModelPrice, PriceTable, load_prices
 from optarena.proxy._server import MeteringProxy, Provider, Upstream, Upstreams, routes_of
 from optarena.proxy._session import MeteredSession
-from optarena.proxy._wire import ApiKind, CallTokens, SseUsage, api_kind, error_body, sse_event
+from optarena.proxy._usage import CallTokens, ReplyUsage, SseUsage, reply_usage
+from optarena.proxy._wire import ApiKind, api_kind, error_body, sse_event
 from optarena.records import CALL_RECORD_VERSION, CallRecord
 
 __all__ = [
@@ -23,14 +24,16 @@ __all__ = [
     "PriceTable",
     "Provider",
     "ProxyLimits",
+    "ReplyUsage",
     "SseUsage",
     "Upstream",
     "Upstreams",
     "api_kind",
     "error_body",
     "load_prices",
+    "may_have_spent",
+    "reply_usage",
     "routes_of",
-    "set_tokens",
     "sse_event",
     "total_tokens",
 ]

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import TracebackType
 
-from optarena.proxy._meter import Meter, ProxyLimits
+from optarena.proxy import _server
+from optarena.proxy._meter import Meter, ProxyLimits, may_have_spent, total_tokens
 from optarena.proxy._prices import PriceTable, load_prices
 from optarena.proxy._server import MeteringProxy, Upstreams
 from optarena.records import CallRecord, Usage
@@ -65,9 +66,27 @@ class MeteredSession:
         """Paths of requests refused because the proxy cannot meter them."""
         return [c.path for c in self.meter.calls if c.refused and c.api == "other"]
 
+    def notes(self) -> list[str]:
+        """What the trial's outcome should say about its metering beyond the refusals:
+        calls whose counts are unknown (and why the first is), connections refused over the
+        proxy's limit, models without a price."""
+        out = []
+        unknown = [c for c in self.meter.calls if may_have_spent(c) and total_tokens(c) is None]
+        if unknown:
+            seqs = ", ".join(str(c.seq) for c in unknown[:10])
+            more = " ..." if len(unknown) > 10 else ""
+            why = unknown[0].usage_note or "not reported"
+            out.append(f"token counts unknown for call(s) {seqs}{more} ({why})")
+        if self.meter.refused_connections:
+            out.append(
+                f"the proxy refused {self.meter.refused_connections} connection(s) over its "
+                f"limit of {_server.MAX_CONNECTIONS} at once"
+            )
+        if self.unpriced_models():
+            out.append(f"no price for {', '.join(self.unpriced_models())}: cost unknown")
+        return out
+
     def unpriced_models(self) -> list[str]:
         """Models of answered calls the price table does not know (their cost is unknown)."""
-        models = {
-            c.model or "unknown" for c in self.meter.calls if c.status == 200 and c.api != "other"
-        }
+        models = {c.model or "unknown" for c in self.meter.calls if may_have_spent(c)}
         return sorted(m for m in models if self.meter.prices.lookup(m) is None)

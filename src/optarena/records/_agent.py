@@ -30,10 +30,42 @@ class Usage(BaseModel):
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = Field(default=None, description="part of output_tokens")
     cost_usd: float | None = None
+    tokens_at_least: int | None = Field(
+        default=None,
+        description="metered, when a count is unknown: every token the calls did report (a "
+        "lower bound, never the count); None when the counts are known",
+    )
+    cost_usd_at_least: float | None = Field(
+        default=None, description="metered, when the cost is unknown: a lower bound"
+    )
     calls: int | None = Field(default=None, description="model API calls")
     turns: int | None = None
     tool_calls: dict[str, int] | None = Field(default=None, description="tool name -> count")
     models: dict[str, dict[str, Any]] | None = Field(default=None, description="per-model usage")
+
+    def total_tokens(self) -> int | None:
+        """Every token processed (input, cached or not, and output); None unless input and
+        output are both known (a partial sum would be a small number passed off as the count)."""
+        if self.input_tokens is None or self.output_tokens is None:
+            return None
+        cached = (self.cache_read_tokens or 0) + (self.cache_write_tokens or 0)
+        return self.input_tokens + self.output_tokens + cached
+
+    def cost_text(self, unknown: str = "?") -> str:
+        """The cost as shown: `$0.0130`; unknown: `≥$0.0013` where a lower bound is known,
+        else `unknown`."""
+        if self.cost_usd is not None:
+            return f"${self.cost_usd:.4f}"
+        if self.cost_usd_at_least:
+            return f"≥${self.cost_usd_at_least:.4f}"
+        return unknown
+
+    def tokens_text(self, unknown: str = "?") -> str:
+        """Every token processed, as shown: `8200`; unknown: `≥1201`, else `unknown`."""
+        total = self.total_tokens()
+        if total is not None:
+            return str(total)
+        return f"≥{self.tokens_at_least}" if self.tokens_at_least else unknown
 
 
 class AgentLimits(BaseModel):

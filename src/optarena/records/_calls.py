@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-CALL_RECORD_VERSION = 1
+CALL_RECORD_VERSION = 2  # 2: tokens_at_least, cost_usd_at_least, usage_note
 
 
 class CallRecord(BaseModel):
@@ -37,3 +37,15 @@ class CallRecord(BaseModel):
     prices_version: str | None = None
     refused: str | None = Field(default=None, description="why the proxy refused the call")
     error: str | None = Field(default=None, description="upstream or transport error, short")
+    tokens_at_least: int | None = Field(
+        default=None,
+        description="when a token count is unknown: the tokens the reply did report on the way "
+        "(a stream cut before its final usage); a lower bound, never the count",
+    )
+    cost_usd_at_least: float | None = Field(
+        default=None, description="when the cost is unknown: what `tokens_at_least` costs"
+    )
+    usage_note: str | None = Field(
+        default=None,
+        description="why a count or the cost is unknown, or priced otherwise than asked",
+    )

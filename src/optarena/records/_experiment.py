@@ -81,7 +81,7 @@ class ExperimentPlan(_Strict):
     compare: CompareSection | None = None
 
 
-COMPARISON_SCHEMA_VERSION = 2  # 2: failed keys as rows, pending keys and attempts counted
+COMPARISON_SCHEMA_VERSION = 3  # 2: metered and agent-reported apart; 3: failed and pending keys
 
 
 class TrialRow(BaseModel):
@@ -101,10 +101,18 @@ class TrialRow(BaseModel):
     speedup: float | None = Field(description="baseline time / candidate time; None unmeasured")
     speed_verdict: str | None
     effective_speedup: float
-    tokens: int | None = Field(
-        description="input + output tokens of every attempt; None when any is unknown"
+    metered_tokens: int | None = Field(
+        description="input + output tokens optarena's proxy measured, over every attempt of "
+        "the key; None: unknown or not metered for any of them"
     )
-    cost_usd: float | None = Field(description="of every attempt; None when any is unknown")
+    metered_cost_usd: float | None = Field(
+        description="over every attempt; None: unknown or not metered for any"
+    )
+    reported_tokens: int | None = Field(
+        description="input + output tokens the agent reported (unchecked), every attempt; "
+        "None: unknown for any"
+    )
+    reported_cost_usd: float | None = Field(description="the agent's own reports, unchecked")
     agent_wall_s: float | None
     wall_s: float | None = Field(description="the whole trial, all phases")
     identity: str = Field(description="task, judge and runtime hashes: pairs must share it")
@@ -138,12 +146,16 @@ class ConditionSummary(BaseModel):
     effective_median: float | None
     effective_ci: list[float] | None
     best_of_k: list[float] = Field(description="expected best effective speed-up, k=1..n")
-    tokens: Total
-    cost_usd: Total
+    metered_tokens: Total
+    metered_cost_usd: Total
+    reported_tokens: Total = Field(description="the agents' own reports, unchecked")
+    reported_cost_usd: Total = Field(description="the agents' own reports, unchecked")
     agent_wall_s: Total
     wall_s: Total
-    cost_per_accepted: float | None = Field(description="None when any cost is unknown")
-    cost_per_log_speedup: float | None
+    cost_per_accepted: float | None = Field(
+        description="metered cost per accepted trial; None when any metered cost is unknown"
+    )
+    cost_per_log_speedup: float | None = Field(description="metered, as cost_per_accepted")
 
 
 class TreatmentComparison(BaseModel):

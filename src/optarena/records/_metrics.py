@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # 2: judge-side clocks (cgroup CPU, request wall), no warm-up slot call; 3: `kind`
 METRICS_SCHEMA_VERSION = 3
-EXTERNAL_METRICS_VERSION = 1
+EXTERNAL_METRICS_VERSION = 2  # 2: the OS check (os_check), the low scale's runs
 
 StopReason = Literal["decided", "precise", "budget", "max_pairs", "deadline"]
 Clock = Literal["cpu", "wall"]
@@ -176,17 +176,54 @@ class Metrics(Comparison):
     instructions: Instructions
 
 
-class BenchmarkRound(_Model):
-    """One AB or BA round of an external benchmark: each arm's command run once."""
+class _ArmRuns(_Model):
+    """Each arm's command run once: what the benchmark printed, and what the OS counted."""
 
-    order: Literal["AB", "BA"]
     baseline: float = Field(description="the benchmark's metric, baseline run")
     candidate: float = Field(description="the benchmark's metric, candidate run")
     baseline_wall_s: float = Field(description="the OS's wall time of the baseline run")
     candidate_wall_s: float
     baseline_cpu_s: float | None = Field(description="CPU of the run's cgroup; null: unknown")
     candidate_cpu_s: float | None
+
+
+class ScaleRuns(_ArmRuns):
+    """Both arms' runs of a round at the declared scale's low size."""
+
+
+class BenchmarkRound(_ArmRuns):
+    """One AB or BA round of an external benchmark: each arm's command run once (at the
+    scale's high size, when the spec declares a scale)."""
+
+    order: Literal["AB", "BA"]
     log_ratio: float = Field(description="log(candidate/baseline) on the lower-is-better scale")
+    low: ScaleRuns | None = Field(
+        default=None, description="the same round's runs at the scale's low size; null: no scale"
+    )
+
+
+OsOutcome = Literal["confirmed", "unresolved", "contradicted", "not_needed"]
+
+
+class OsCheck(_Model):
+    """What the OS's own time of the runs says about the metric's effect (the metric is
+    printed by a process that runs the candidate's code; the OS's count is not)."""
+
+    outcome: OsOutcome = Field(
+        description="confirmed: its interval excludes no change on the metric's side; "
+        "contradicted: on the other side; unresolved: it cannot tell (the effect is within its "
+        "noise); not_needed: the metric claims no effect, or is the judge's own wall clock"
+    )
+    basis: Literal["process", "scaled_difference"] = Field(
+        description="process: each whole run; scaled_difference: a run at the scale's high "
+        "size minus one at its low size, fixed costs cancelled"
+    )
+    clock: Clock | None = Field(description="cpu (the runs' cgroups) or wall; null: not looked at")
+    ratio: float | None = Field(description="the OS's candidate/baseline estimate; null: none")
+    ratio_ci: list[float] | None = Field(description="its 95% interval; null: none")
+    metric_ratio: float = Field(description="the metric's median ratio that was to be confirmed")
+    why: str = Field(description="the outcome in words")
+    advice: str | None = Field(default=None, description="what the spec could add to resolve it")
 
 
 class BenchmarkStop(_Model):
@@ -207,6 +244,8 @@ class ExternalMetrics(_Model):
     overall: Summary
     stop: BenchmarkStop
     rounds: list[BenchmarkRound]
+    scale: list[int] | None = Field(default=None, description="[low, high] sizes; null: none")
+    os_check: OsCheck | None = Field(default=None, description="null in records before v2")
     crosscheck: list[str] = Field(
         description="where the OS's time of the runs (CPU, else wall) does not confirm the "
         "metric's effect (its 95% interval does not exclude no change on the metric's side); "

@@ -102,6 +102,12 @@ def _rounds_floor(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _unchanged(data: dict[str, Any]) -> dict[str, Any]:
+    """A step that only added optional fields: older data reads as it is (the bump keeps
+    an older optarena from misreading the newer records)."""
+    return data
+
+
 MIGRATIONS: tuple[RecordMigration, ...] = (
     RecordMigration("trial", 1, "metrics typed, with a kind", _typed_metrics),
     RecordMigration(
@@ -112,6 +118,9 @@ MIGRATIONS: tuple[RecordMigration, ...] = (
     ),
     RecordMigration("judgement", 1, "metrics typed, with a kind", _typed_metrics),
     RecordMigration("external_task", 1, "at least 4 rounds before a verdict", _rounds_floor),
+    RecordMigration("trial", 2, "usage: lower bounds of unknown counts", _unchanged),
+    RecordMigration("judgement", 2, "(shares the trial record's version)", _unchanged),
+    RecordMigration("call", 1, "lower bounds and a note for unknown counts", _unchanged),
 )
 
 CURRENT: dict[RecordKind, int] = {

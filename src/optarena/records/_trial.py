@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from optarena.records._agent import AgentLimits, AgentStatus, Usage
 from optarena.records._metrics import AnyMetrics
 
-TRIAL_RECORD_VERSION = 2  # 2: metrics typed (`AnyMetrics`)
+TRIAL_RECORD_VERSION = 3  # 2: metrics typed (`AnyMetrics`); 3: usage lower bounds
 
 TrialState = Literal["running", "complete", "interrupted"]
 TrialVerdict = Literal["accepted", "rejected", "unverified"]  # unverified: external, no gate

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from html import escape
 
-from optarena.experiments import ExperimentComparison
+from optarena.experiments import ExperimentComparison, TrialRow
 from optarena.report._markdown import (
     COMPARISON_HEADER,
     CONDITION_HEADER,
@@ -87,24 +87,25 @@ def _chart(title: str, draw: Callable[[], str]) -> str:
 
 
 def _cost_chart(c: ExperimentComparison) -> str:
-    """Cost against effective speed-up per trial; with no cost above $0 known, tokens; with
-    neither, a sentence: a column of dots on the axis would say nothing."""
-    title = "cost vs effective speed-up, per trial"
-    usd = [Point(r.condition, r.cost_usd, r.effective_speedup) for r in c.trials if r.cost_usd]
-    if usd:
-        return scatter_chart(title, usd, "cost USD (all attempts)", SPEED_AXIS)
-    tokens = [
-        Point(r.condition, float(r.tokens), r.effective_speedup) for r in c.trials if r.tokens
+    """Per trial against effective speed-up: metered cost, else metered tokens, else what the
+    agents reported, the axis saying which (never one figure plotted as another); only figures
+    above zero. With none, a sentence: a column of dots on the axis would say nothing."""
+    figures: list[tuple[str, Callable[[TrialRow], float | int | None]]] = [
+        ("metered cost USD (all attempts)", lambda r: r.metered_cost_usd),
+        ("metered tokens (all attempts)", lambda r: r.metered_tokens),
+        ("agent-reported cost USD (unchecked)", lambda r: r.reported_cost_usd),
     ]
-    if tokens:
-        return scatter_chart(
-            "tokens vs effective speed-up, per trial (no cost in USD recorded)",
-            tokens, "tokens (all attempts)", SPEED_AXIS,
-        )  # fmt: skip
-    unknown = sum(r.cost_usd is None for r in c.trials)
+    for axis, value in figures:
+        points = [
+            Point(r.condition, float(v), r.effective_speedup) for r in c.trials if (v := value(r))
+        ]
+        if points:
+            return scatter_chart(f"{axis.split(' (')[0]} vs effective speed-up, per trial",
+                                 points, axis, SPEED_AXIS)  # fmt: skip
+    unknown = sum(r.metered_cost_usd is None for r in c.trials)
     return _no_chart(
-        title, f"no cost recorded: {unknown} trial(s) of unknown cost, "
-        f"{len(c.trials) - unknown} at $0 and no tokens counted",
+        "cost vs effective speed-up, per trial", f"no cost recorded: {unknown} trial(s) of "
+        f"unknown metered cost, {len(c.trials) - unknown} at $0, no tokens or reported cost",
     )  # fmt: skip
 
 
@@ -177,7 +178,8 @@ def render_html(
         f"<code>{escape(c.plan_sha256[:16])}</code>. Speed is the baseline's time over the "
         "candidate's (above 1: faster); the effective speed-up is the accepted candidate's, "
         "else 1.0, so failures count. Unknown tokens or cost are counted as unknown, never "
-        f"as zero.</p>{status}"
+        "as zero. Metered: measured by optarena's proxy; agent-reported: the agent's own "
+        f"claim, unchecked.</p>{status}"
         f"<div class='charts'>{''.join(charts)}</div>"
         + "".join(sections)
         + (f"<h2>Trial details</h2>{blocks}" if blocks else "")

@@ -47,8 +47,9 @@ def condition_rows(c: ExperimentComparison) -> list[list[str]]:
             speed_cell(s.speedup_median, s.speedup_ci, s.speed_measured),
             speed_cell(s.effective_median, s.effective_ci, s.speed_measured),
             ", ".join(f"k={k} {speed_words(v)}" for k, v in enumerate(s.best_of_k, 1)) or "-",
-            fmt_total(s.tokens, 0),
-            fmt_total(s.cost_usd, 4),
+            fmt_total(s.metered_tokens, 0),
+            fmt_total(s.metered_cost_usd, 4),
+            fmt_total(s.reported_cost_usd, 4),
             fmt_total(s.agent_wall_s, 1),
             fmt(s.cost_per_accepted, 4),
         ]
@@ -64,10 +65,11 @@ CONDITION_HEADER = [
     "speed of accepted (median, 95% CI)",
     "effective speed (median, 95% CI)",
     "expected best of k",
-    "tokens",
-    "cost USD",
+    "metered tokens",
+    "metered cost USD",
+    "agent-reported cost USD (unchecked)",
     "agent s",
-    "USD / accepted",
+    "metered USD / accepted",
 ]
 
 TASK_HEADER = [
@@ -192,7 +194,9 @@ def render_markdown(c: ExperimentComparison) -> str:
         f"{c.complete} of {c.scheduled} scheduled trials complete; plan sha256 "
         f"`{c.plan_sha256[:16]}`. Speed is the baseline's time over the candidate's, in "
         "words (`1.16x faster`, `1.08x slower`). Effective speed: the accepted candidate's, "
-        "else the baseline's (failures count). Unknown tokens or cost are counted as unknown.",
+        "else the baseline's (failures count). Unknown tokens or cost are counted as unknown. "
+        "Metered: measured by optarena's proxy (unknown when not metered); agent-reported: the "
+        "agent's own claim, never checked and never used as the metered figure.",
         "",
         *status_lines(c),
         "## Conditions",

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from html import escape
 
 from optarena.ledger import TrialRecord
+from optarena.records import Usage
 from optarena.report._html import CSS
 
 
@@ -17,10 +18,18 @@ def _facts(r: TrialRecord) -> list[tuple[str, str]]:
         ci = o.ratio_ci
         span = f", interval {ci[0]:.3f}..{ci[1]:.3f}" if ci else ", no interval"
         speed = f"{o.ratio:.3f}x baseline{span}, {o.verdict}"
-    u = r.metered_usage or r.usage
+    m, u = r.metered_usage, r.usage
 
     def known(v: object) -> str:
         return "unknown" if v is None else str(v)
+
+    def tokens(x: Usage) -> str:
+        return f"{known(x.input_tokens)} / {known(x.output_tokens)}, {x.tokens_text('unknown')}"
+
+    metered = [
+        ("metered tokens in/out, all", "not metered" if m is None else tokens(m)),
+        ("metered cost USD", "not metered" if m is None else m.cost_text("unknown")),
+    ]
 
     return [
         ("trial", r.id),
@@ -32,8 +41,9 @@ def _facts(r: TrialRecord) -> list[tuple[str, str]]:
         ("verdict", r.verdict or "-"),
         ("reasons", "; ".join(r.reasons) or "-"),
         ("speed", speed),
-        ("tokens in/out", f"{known(u.input_tokens)} / {known(u.output_tokens)} ({u.source})"),
-        ("cost USD", known(u.cost_usd)),
+        *metered,
+        (f"{u.source} tokens in/out, all (unchecked)", tokens(u)),
+        (f"{u.source} cost USD (unchecked)", u.cost_text("unknown")),
         ("agent wall s", known(r.agent_wall_s)),
         ("phases s", ", ".join(f"{k} {v:.2f}" for k, v in r.phases_s.items()) or "-"),
     ]

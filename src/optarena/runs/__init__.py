@@ -1,5 +1,6 @@
 """Trials: one agent run on one task in a fresh workspace, judged and recorded in the ledger."""
 
+from optarena.runs._delivery import keep_log
 from optarena.runs._judging import OUT_OF_SCOPE, combine, judge_delivery
 from optarena.runs._rejudge import rejudge
 from optarena.runs._sources import ExternalTask, PackageTask, TrialTask, trial_task
@@ -8,15 +9,23 @@ from optarena.runs._trial import (
     TrialHook,
     TrialInterrupted,
     TrialProgress,
-    keep_log,
     new_trial_id,
     run_trial,
 )
-from optarena.runs._workspace import Delivery, capture, check_workspace, init_repos, write_starter
+from optarena.runs._workspace import (
+    Delivery,
+    DeliveryRefused,
+    WorkspaceLimits,
+    capture,
+    check_workspace,
+    init_repos,
+    write_starter,
+)
 
 __all__ = [
     "OUT_OF_SCOPE",
     "Delivery",
+    "DeliveryRefused",
     "ExternalTask",
     "PackageTask",
     "TrialConfig",
@@ -24,6 +33,7 @@ __all__ = [
     "TrialInterrupted",
     "TrialProgress",
     "TrialTask",
+    "WorkspaceLimits",
     "capture",
     "check_workspace",
     "combine",

@@ -15,6 +15,7 @@ from pathlib import Path
 from optarena.judge import JudgeOptions, JudgeResult, judge
 from optarena.ledger import ArtifactStore, Judgement, JudgeSettings, utc_now
 from optarena.records import JudgementKind, Metrics, TrialVerdict
+from optarena.sandbox import name_line
 from optarena.tasks import Task
 
 JudgeFn = Callable[[Task, Path, JudgeOptions], JudgeResult]
@@ -27,7 +28,8 @@ def combine(
     """(verdict, reasons, reason codes, metrics) of a trial from its scope and its judgement."""
     if not out_of_scope:
         return result.verdict, list(result.reasons), list(result.reason_codes), result.metrics
-    reason = f"{OUT_OF_SCOPE}: changed outside the editable scope: {', '.join(out_of_scope)}"
+    outside = ", ".join(map(name_line, out_of_scope))  # a reason is one line of text
+    reason = f"{OUT_OF_SCOPE}: changed outside the editable scope: {outside}"
     codes = [OUT_OF_SCOPE, *(c for c in result.reason_codes if c != OUT_OF_SCOPE)]
     return "rejected", [reason, *result.reasons], codes, None
 

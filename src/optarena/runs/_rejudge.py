@@ -58,6 +58,11 @@ def rejudge(
     settings, changed = _settings(record, dict(changes or {}))
     budget_s = changes.get("budget_s") if changes else None
     cand = record.artifacts.get("candidate")
+    if record.state == "complete" and cand is None:  # refused unread (`DeliveryRefused`)
+        raise OptarenaError(
+            f"trial {record.id}: its delivery was refused before judging "
+            f"({', '.join(record.reason_codes)}): no candidate was stored to judge"
+        )
     if record.state == "running" or cand is None:
         why = "still running" if record.state == "running" else f"{record.state} before delivery"
         raise OptarenaError(f"trial {record.id} is {why}: no delivered candidate to judge")

@@ -161,7 +161,11 @@ def external_sha256(frozen: FrozenExternal) -> str:
     """The identity of an external task: its spec, the tree at base and the holdout, as
     frozen. The same frozen task gives the same hash; any drift would change it."""
     f = frozen.frozen
-    parts = ("external", f.spec_sha256, f.base_commit, f.tree_sha256, f.holdout_sha256 or "")
+    parts: tuple[str, ...] = (
+        "external", f.spec_sha256, f.base_commit, f.tree_sha256, f.holdout_sha256 or ""
+    )  # fmt: skip
+    if f.environment_sha256 is not None:  # the declared interpreter's packages, the wheelhouse
+        parts += (f.environment_sha256,)
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 

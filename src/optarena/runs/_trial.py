@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import shutil
 import signal
 import socket
 import threading
@@ -56,10 +55,18 @@ from optarena.ledger import (
     utc_now,
 )
 from optarena.records import TrialPaths
+from optarena.runs._delivery import describe, refusal_judgement, store_delivery
 from optarena.runs._judging import JudgeFn
 from optarena.runs._sources import TrialTask, trial_task
-from optarena.runs._workspace import Delivery, capture, check_workspace, clear_dir
-from optarena.sandbox import AgentSandboxPolicy, entries_under, remove_tree
+from optarena.runs._workspace import (
+    Delivery,
+    DeliveryRefused,
+    WorkspaceLimits,
+    capture,
+    check_workspace,
+    clear_dir,
+)
+from optarena.sandbox import AgentSandboxPolicy, printable
 from optarena.tasks import Task
 from optarena.tasks.external import FrozenExternal
 
@@ -82,6 +89,7 @@ class TrialConfig:
     min_effect: float | None = None  # None: the task's
     agent_sandbox: bool = True  # False: --no-agent-sandbox (debugging; recorded as such)
     artifacts: Path | None = None  # copied into the workspace before the baseline commit
+    workspace_limits: WorkspaceLimits = field(default_factory=WorkspaceLimits)  # else refused
 
 
 class TrialHook:
@@ -98,19 +106,6 @@ class TrialHook:
 
     def after_agent(self, context: RunContext, outcome: AgentOutcome) -> AgentOutcome:
         return outcome
-
-
-def keep_log(written: Path, kept: Path) -> None:
-    """Copy a log optarena wrote outside the agent's reach (`written`) into the trial's logs
-    once the agent has ended, replacing whatever the agent left at `kept`; always written (empty
-    when there was none), so a file the agent left under that name never passes for it."""
-    if kept.is_dir() and not kept.is_symlink():
-        remove_tree(kept)
-    kept.unlink(missing_ok=True)
-    if written.is_file():
-        shutil.copyfile(written, kept)
-    else:
-        kept.write_text("")
 
 
 class TrialInterrupted(KeyboardInterrupt):
@@ -241,7 +236,7 @@ def run_trial(
                 config, source, ledger, runner, record, work, phases, hooks, judge_fn, delivered
             )
     except BaseException as e:
-        error = f"during {phases.current}: {type(e).__name__}: {e}"
+        error = printable(f"during {phases.current}: {type(e).__name__}: {e}")
         kept = _record_interruption(ledger, trial_id, delivered, error)
         if isinstance(e, KeyboardInterrupt) and not isinstance(e, TrialInterrupted):
             raise TrialInterrupted(trial_id, error, kept, kept == _KEPT_DELIVERY) from e
@@ -253,15 +248,19 @@ def _record_interruption(
 ) -> str:
     """Finish the row as `interrupted`: with the stored delivery when there is one (nothing
     the agent delivered is lost), else the start record. Returns what the row keeps."""
+    start_only = "the start record only (no delivery was captured)"
     if not delivered:
         ledger.mark_interrupted(trial_id, error)
-        return "the start record only (no delivery was captured)"
+        return start_only
     calls, notes = ledger.logged_calls(trial_id)  # what the proxy saw until the interruption
     update = {"state": "interrupted", "finished_at": utc_now(), "error": "; ".join([error, *notes])}
     try:
         ledger.finish_trial(delivered[-1].model_copy(update=update), calls=calls)
     except LedgerError:
         return "the record as finished before"  # already finished (a refused judgement)
+    except Exception as e:  # the delivery itself cannot be recorded: the row never stays running
+        ledger.mark_interrupted(trial_id, printable(f"{error}; its delivery not recorded: {e}"))
+        return start_only
     return _KEPT_DELIVERY
 
 
@@ -299,14 +298,21 @@ def _execute(
             stopped = AgentOutcome(
                 status="failed", wall_s=took, detail="stopped by Ctrl-C or SIGTERM"
             )
-            _keep_delivery(task, ledger, record, work, baseline, stopped, phases, delivered)
+            limits = config.workspace_limits
+            _keep_delivery(task, ledger, record, work, baseline, stopped, limits, phases, delivered)
             raise
         note["message"] = f"{outcome.status}: {outcome.detail}"
     record = record.model_copy(update={"agent_sandbox": _sandbox_record(config, runner, outcome)})
     with phases("capture") as note:
-        delivery = capture(task, workspace, shadow, baseline, paths.candidate)
-        artifacts = _store_delivery(ledger, delivery, paths, outcome)
-        note["message"] = _describe(delivery)
+        delivery = _capture(task, paths, baseline, config.workspace_limits)
+        kept = None if isinstance(delivery, DeliveryRefused) else delivery
+        artifacts, outcome = store_delivery(ledger, kept, paths, outcome)
+        note["message"] = describe(kept) if kept is not None else f"refused: {delivery}"
+    if isinstance(delivery, DeliveryRefused):  # recorded rejected, never judged
+        judgement = refusal_judgement(record, delivery)
+        final = _final_record(record, outcome, None, judgement, baseline, artifacts, phases)
+        ledger.finish_trial(final, judgement, outcome.calls)
+        return final
     delivered.append(_final_record(record, outcome, delivery, None, baseline, artifacts, phases))
     with phases("judge") as note:
         try:
@@ -332,6 +338,16 @@ def _execute(
     return final
 
 
+def _capture(
+    task: TrialTask, paths: TrialPaths, baseline: str, limits: WorkspaceLimits
+) -> Delivery | DeliveryRefused:
+    """The delivery, or why it was refused unread (the agent's doing, never an error)."""
+    try:
+        return capture(task, paths.workspace, paths.shadow, baseline, paths.candidate, limits)
+    except DeliveryRefused as refused:
+        return refused
+
+
 def _keep_delivery(
     task: TrialTask,
     ledger: Ledger,
@@ -339,16 +355,17 @@ def _keep_delivery(
     work: Path,
     baseline: str,
     stopped: AgentOutcome,
+    limits: WorkspaceLimits,
     phases: _Phases,
     delivered: list[TrialRecord],
 ) -> None:
     """After an interrupted agent: capture and store what it left (diff, editable files, logs),
     for the interrupted row to keep; no agent status (the agent did not end by itself)."""
-    workspace = Path(record.workspace)
+    paths = TrialPaths.of(work, Path(record.workspace))
     try:
-        delivery = capture(task, workspace, work / "shadow.git", baseline, work / "candidate")
-        artifacts = _store_delivery(ledger, delivery, TrialPaths.of(work, workspace), stopped)
-    except Exception:  # capturing is best effort here: the row keeps the start record
+        delivery = capture(task, paths.workspace, paths.shadow, baseline, paths.candidate, limits)
+        artifacts, stopped = store_delivery(ledger, delivery, paths, stopped)
+    except Exception:  # capturing is best effort here (a refused one too): the start record
         return
     kept = _final_record(record, stopped, delivery, None, baseline, artifacts, phases)
     delivered.append(kept.model_copy(update={"agent_status": None}))
@@ -426,46 +443,10 @@ def _refused(record: TrialRecord, error: JudgeTamperedError) -> TrialRecord:
     return TrialRecord.model_validate(record.model_copy(update=update).model_dump())
 
 
-def _describe(delivery: Delivery) -> str:
-    if not delivery.changed:
-        return "no change"
-    text = f"{len(delivery.changed)} changed: " + ", ".join(c.path for c in delivery.changed)
-    if delivery.out_of_scope:
-        text += f" (out of scope: {', '.join(delivery.out_of_scope)})"
-    if delivery.ignored:
-        text += f" (new outside the scope, ignored: {', '.join(delivery.ignored)})"
-    return text
-
-
-def _store_delivery(
-    ledger: Ledger, delivery: Delivery, paths: TrialPaths, outcome: AgentOutcome
-) -> dict[str, str]:
-    """Logs, the diff, the candidate tree and the agent's outcome into the artifact store. The
-    proxy's call log is kept from where optarena wrote it, never from what the agent left."""
-    store = ledger.store
-    logs_dir = paths.logs
-    if paths.calls_log.exists() or os.path.lexists(paths.kept_calls_log):
-        keep_log(paths.calls_log, paths.kept_calls_log)
-    out = {
-        "diff": store.put_bytes(delivery.diff),
-        "candidate": store.put_tree(paths.candidate, delivery.editable),
-        "outcome": store.put_text(outcome.model_dump_json(indent=2)),
-    }
-    for path in sorted(p for p in entries_under(logs_dir) if p.is_file() and not p.is_symlink()):
-        out[f"logs/{path.relative_to(logs_dir).as_posix()}"] = store.put_file(path)
-    for name, raw in outcome.logs.items():
-        path = Path(raw)
-        if path == paths.calls_log:
-            continue  # kept above, as logs/api_calls.jsonl
-        if path.is_file() and not path.resolve().is_relative_to(logs_dir.resolve()):
-            out[f"logs/{name}"] = store.put_file(path)
-    return out
-
-
 def _final_record(
     record: TrialRecord,
     outcome: AgentOutcome,
-    delivery: Delivery,
+    delivery: Delivery | None,
     judgement: Judgement | None,
     baseline: str,
     artifacts: dict[str, str],
@@ -483,8 +464,8 @@ def _final_record(
         "agent_wall_s": outcome.wall_s,
         "agent_cpu_s": outcome.cpu_s,
         "baseline_commit": baseline,
-        "changed": delivery.changed,
-        "out_of_scope": delivery.out_of_scope,
+        "changed": delivery.changed if delivery else [],
+        "out_of_scope": delivery.out_of_scope if delivery else [],
         "phases_s": dict(phases.times),
         "artifacts": artifacts,
     }

@@ -19,7 +19,7 @@ from typing import Protocol
 from optarena.errors import MissingPrerequisiteError, OptarenaError
 from optarena.ledger import ChangedFile
 from optarena.records import ChangeKind
-from optarena.sandbox import copy_untrusted
+from optarena.sandbox import copy_untrusted, remove_tree, survey
 from optarena.tasks import Task, in_scope
 
 PROMPT_NAME = "TASK.md"
@@ -84,9 +84,10 @@ def _is_our_repo(path: Path) -> bool:
 
 
 def clear_dir(path: Path) -> None:
+    """Empty a workspace (`--overwrite`): an earlier agent's, so nested however deep."""
     for child in path.iterdir():
         if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
+            remove_tree(child)
         else:
             child.unlink()
 
@@ -146,6 +147,59 @@ def init_repos(task: Task, workspace: Path, shadow: Path) -> str:
 
 
 @dataclass(frozen=True)
+class WorkspaceLimits:
+    """How much a delivered workspace may hold before optarena reads it (git reads every file
+    it stages, a large one whole into memory, and an agent decides the sizes: a 2 GB sparse
+    file took 2 GB of git's memory). Beyond either limit the delivery is refused unread
+    (`workspace_too_large`). The workspace's own `.git` is not counted (git never reads it)."""
+
+    max_mb: float = 1024.0  # apparent size (a sparse file in full) and disk use, each
+    max_entries: int = 200_000  # files, directories and links
+
+    @property
+    def max_bytes(self) -> int:
+        return int(self.max_mb * (1 << 20))
+
+
+class DeliveryRefused(Exception):
+    """What the agent left cannot be read safely or is too large: the trial is recorded as
+    rejected with these (code, reason) pairs, unread by git and never judged. Not an
+    OptarenaError: it is the agent's doing, never the user's bad input."""
+
+    def __init__(self, refusals: list[tuple[str, str]]) -> None:
+        super().__init__("; ".join(reason for _code, reason in refusals))
+        self.refusals = refusals
+
+
+def check_delivery(workspace: Path, limits: WorkspaceLimits) -> None:
+    """Survey the workspace before git or a copy reads it (bounded by the entry limit) and
+    raise DeliveryRefused for what must not be read: a size over the limits, or an entry
+    optarena would refuse (`optarena.sandbox.survey`: a FIFO, socket or device, a hard link
+    to a file others may not read, a name that is not UTF-8, a path nested too deep)."""
+    found = survey(workspace, skip=(".git",), max_entries=limits.max_entries)
+    refusals: list[tuple[str, str]] = []
+    over = [
+        f"{what} {size / (1 << 20):.1f} MiB"
+        for what, size in (("apparent size", found.apparent_bytes), ("disk use", found.disk_bytes))
+        if size > limits.max_bytes
+    ]
+    if found.truncated:
+        over.append(f"more than {limits.max_entries} entries")
+    if over:
+        refusals.append(
+            (
+                "workspace_too_large",
+                f"workspace_too_large: {', '.join(over)} (limit {limits.max_mb:g} MiB each, "
+                f"{limits.max_entries} entries); not read",
+            )
+        )
+    for f in found.findings:
+        refusals.append((f.problem, f"{f.problem}: {f.rel} is {f.why}; not read"))
+    if refusals:
+        raise DeliveryRefused(refusals)
+
+
+@dataclass(frozen=True)
 class Delivery:
     """What the agent left in the workspace, relative to the baseline commit."""
 
@@ -167,8 +221,10 @@ class Delivery:
 
 
 def parse_name_status(raw: bytes, editable: list[str]) -> list[ChangedFile]:
-    """`git diff --name-status -z --no-renames` output -> changed files with their scope."""
-    parts = raw.decode("utf-8", errors="surrogateescape").split("\0")
+    """`git diff --name-status -z --no-renames` output -> changed files with their scope.
+    (Names that are not UTF-8 were refused before git ran; were one there, it would be shown
+    as `\\xNN`, never stored as a surrogate no record can hold.)"""
+    parts = raw.decode("utf-8", errors="backslashreplace").split("\0")
     out = []
     for status, path in zip(parts[0::2], parts[1::2], strict=False):
         if not status:
@@ -178,10 +234,23 @@ def parse_name_status(raw: bytes, editable: list[str]) -> list[ChangedFile]:
     return out
 
 
-def capture(task: _Scoped, workspace: Path, shadow: Path, baseline: str, dest: Path) -> Delivery:
-    """Stage everything in the shadow repo, diff against the baseline, and copy the editable
-    files to `dest` (the candidate that is judged and stored)."""
+def capture(
+    task: _Scoped,
+    workspace: Path,
+    shadow: Path,
+    baseline: str,
+    dest: Path,
+    limits: WorkspaceLimits,
+) -> Delivery:
+    """Check the workspace (`check_delivery`: raises DeliveryRefused), then stage everything
+    in the shadow repo, diff against the baseline, and copy the editable files to `dest` (the
+    candidate that is judged and stored)."""
     workspace.mkdir(parents=True, exist_ok=True)  # an agent that deleted it delivered nothing
+    check_delivery(workspace, limits)
+    # The index starts as the baseline's tree: `add -A` then updates every file tracked at
+    # base, even one the project's .gitignore matches (from an empty index it left those out,
+    # and a clean delivery read as deleting them: out_of_scope).
+    git(["read-tree", baseline], cwd=workspace, git_dir=shadow)
     git(["add", "-A", "--", "."], cwd=workspace, git_dir=shadow)
     base = ["diff", "--cached", "--no-renames", "--no-ext-diff", "--no-textconv", baseline]
     names = git([*base, "--name-status", "-z"], cwd=workspace, git_dir=shadow)

@@ -135,6 +135,7 @@ class AgentSandbox:
         self.lease: UidLease | None = None
         self.cgroup: PidsCgroup | None = None
         self.bridges: list[UnixBridge] = []
+        self.bridge_refused = 0  # connections the bridges closed over their limit
         self.namespace: tuple[str, str] | None = None
         self.measures: dict[str, str] = {}
         self.notes: list[str] = []
@@ -388,8 +389,10 @@ class AgentSandbox:
             self.timing.teardown_ms = round((time.monotonic() - t0) * 1000, 2)
 
     def _release(self) -> None:
+        agent_uid = self.lease.uid if self.lease is not None else None
         for bridge in self.bridges:
             bridge.close()
+            self.bridge_refused += bridge.refused
         self.bridges = []
         if self.sockets is not None:
             with contextlib.suppress(OSError):
@@ -400,9 +403,9 @@ class AgentSandbox:
         if self.lease is not None:
             self.lease.release()
             self.lease = None
-        for path in self._given:
+        for path in self._given:  # what the agent's uid owns: not a file it hard-linked
             with contextlib.suppress(FileNotFoundError):
-                lchown_tree(path, os.getuid(), os.getgid())
+                lchown_tree(path, os.getuid(), os.getgid(), owner=agent_uid)
         self._given = []
 
     def report(self) -> dict[str, Any]:
@@ -434,4 +437,5 @@ class AgentSandbox:
             "setup_ms": self.timing.setup_ms,
             "teardown_ms": self.timing.teardown_ms,
             "notes": list(self.notes),
+            "bridge_refused": self.bridge_refused,
         }

@@ -17,7 +17,7 @@ import struct
 import threading
 from pathlib import Path
 
-from optarena.sandbox._agent_relay import relay_pair
+from optarena.sandbox._agent_relay import Relay
 
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
@@ -34,7 +34,10 @@ def loopback_up() -> None:
 
 
 class UnixBridge:
-    """Listens on a Unix socket at `path`; relays each connection to 127.0.0.1:`port`."""
+    """Listens on a Unix socket at `path`; relays each connection to 127.0.0.1:`port`, in
+    one thread, at most `MAX_PAIRS` at once (`Relay`): this runs in optarena's process, so
+    an agent opening connections in a loop must not start threads or hold descriptors here
+    without bound. `refused` counts the connections closed over the limit."""
 
     def __init__(self, path: Path, port: int, mode: int = 0o666) -> None:
         self.path = path
@@ -47,38 +50,24 @@ class UnixBridge:
         except OSError:
             self._sock.close()
             raise
-        self._open: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._relay = Relay()
+        self._relay.listen(self._sock, self._connect)
+        self._thread = threading.Thread(target=self._relay.run, daemon=True)
         self._thread.start()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            try:
-                out = socket.create_connection(("127.0.0.1", self.port), timeout=10)
-                out.settimeout(None)
-            except OSError:
-                conn.close()
-                continue
-            with self._lock:
-                self._open += [conn, out]
-            relay_pair(conn, out)
+    def _connect(self) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", self.port), timeout=10)
+
+    @property
+    def refused(self) -> int:
+        return self._relay.refused
 
     def close(self) -> None:
         """Stop accepting and cut every relayed connection (the agent is gone by now)."""
+        self._relay.close()
+        self._thread.join(timeout=2)
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
-        self._thread.join(timeout=2)
-        with self._lock:
-            for s in self._open:
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-                s.close()
-            self._open.clear()
         with contextlib.suppress(OSError):
             self.path.unlink()

@@ -21,7 +21,6 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from optarena.sandbox import _linux
+from optarena.sandbox._untrusted import Entry, walk_untrusted
 
 WRITABLE_ROOTS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/run/shm", "/dev/mqueue")
 IPC_RMID = 0
@@ -44,49 +44,31 @@ def _reachable(st: os.stat_result, uid: int) -> bool:
     return bool(st.st_mode & stat.S_IXOTH)
 
 
-def _remove_at(name: str, dir_fd: int, is_dir: bool) -> None:
-    if is_dir:
-        shutil.rmtree(name, dir_fd=dir_fd)  # descriptor-based: immune to symlink swaps
-    else:
-        os.unlink(name, dir_fd=dir_fd)
-
-
 def remove_files_of(uid: int, roots: Iterable[str], skip: Sequence[Path] = ()) -> list[str]:
-    """Delete every file and directory `uid` owns below `roots`; returns what was removed."""
+    """Delete every file and directory `uid` owns below `roots`; returns what was removed.
+    Walked through descriptors (`walk_untrusted`: a swapped symlink cannot redirect it, and a
+    tree nested thousands deep cannot exhaust the stack, as `os.fwalk` did), entering only
+    directories the uid could search, to `MAX_DEPTH` levels."""
     skipped = set()
     for p in skip:
         with contextlib.suppress(OSError):
             st = os.stat(p)
             skipped.add((st.st_dev, st.st_ino))
+
+    def enter(e: Entry) -> bool:
+        mine = (e.st.st_dev, e.st.st_ino) in skipped
+        return not mine and e.st.st_uid != uid and _reachable(e.st, uid)
+
     removed: list[str] = []
     for root in roots:
         if not os.path.isdir(root) or os.path.islink(root):
             continue
-        for top, dirs, files, top_fd in os.fwalk(root, follow_symlinks=False):
-            keep_dirs = []
-            for name in dirs:
-                try:
-                    st = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
-                except OSError:
-                    continue
-                if (st.st_dev, st.st_ino) in skipped:
-                    continue
-                if st.st_uid == uid:
-                    with contextlib.suppress(OSError):
-                        _remove_at(name, top_fd, is_dir=stat.S_ISDIR(st.st_mode))
-                        removed.append(os.path.join(top, name))
-                elif stat.S_ISDIR(st.st_mode) and _reachable(st, uid):
-                    keep_dirs.append(name)
-            dirs[:] = keep_dirs
-            for name in files:
-                try:
-                    st = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
-                except OSError:
-                    continue
-                if st.st_uid == uid:
-                    with contextlib.suppress(OSError):
-                        os.unlink(name, dir_fd=top_fd)
-                        removed.append(os.path.join(top, name))
+        for e in walk_untrusted(Path(root), enter=enter):
+            if e.st.st_uid != uid or (e.st.st_dev, e.st.st_ino) in skipped:
+                continue
+            with contextlib.suppress(OSError):
+                e.remove()
+                removed.append(os.path.join(root, e.rel))
     return removed
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import tomllib
 from pathlib import Path
@@ -18,6 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from optarena.errors import OptarenaError, RecordError, SpecError
 from optarena.records import migrate_values
+from optarena.tasks.external._environment import (
+    Environment,
+    ResolvedEnvironment,
+    resolve_environment,
+)
 
 EXTERNAL_SCHEMA_VERSION = 2  # 2: at least 4 rounds (default 6) before a verdict
 
@@ -35,6 +41,15 @@ class Project(_Strict):
 class Command(_Strict):
     command: str = Field(min_length=1, description="run by /bin/sh in the worktree")
     timeout_s: float = Field(default=600.0, gt=0)
+
+
+class Setup(Command):
+    cache: bool = Field(
+        default=False,
+        description="reuse set-up's result when the tree before it, the command, the variables "
+        "and the environment are the same (opt-in: a set-up may write the worktree's own path "
+        "into its output)",
+    )
 
 
 class Quality(Command):
@@ -56,9 +71,49 @@ class Metric(_Strict):
         return self
 
 
+SCALE_TOKEN = "{scale}"
+
+
+class Scale(_Strict):
+    """Two sizes of the benchmark's measured part, put where the command says `{scale}`.
+
+    The judge runs each arm at both; the OS's time of the difference between them is the
+    measured part's alone (start-up, compiling and whatever else a run does once cancel), so it
+    can confirm an improvement that is a small part of the whole process."""
+
+    low: int = Field(ge=1, description="the smaller size (e.g. repetitions of the timed part)")
+    high: int = Field(ge=2, description="the larger size; the metric is read at this one")
+
+    @model_validator(mode="after")
+    def _order(self) -> Scale:
+        if self.high <= self.low:
+            raise ValueError(f"high ({self.high}) must be larger than low ({self.low})")
+        return self
+
+
 class Benchmark(Command):
     metric: Metric
     direction: Literal["lower", "higher"] = "lower"
+    scale: Scale | None = Field(
+        default=None, description="two sizes put into the command's {scale}; see Scale"
+    )
+
+    @model_validator(mode="after")
+    def _scale_token(self) -> Benchmark:
+        if self.scale is not None and SCALE_TOKEN not in self.command:
+            raise ValueError(
+                f"a scale is declared but the command has no {SCALE_TOKEN} to put it in"
+            )
+        if self.scale is None and SCALE_TOKEN in self.command:
+            raise ValueError(
+                f"the command has {SCALE_TOKEN} but no scale is declared: add "
+                "scale = { low = 1, high = 16 } (sizes of the timed part)"
+            )
+        return self
+
+    def at(self, size: int | None) -> str:
+        """The command at one size of the scale (None: as written, without a scale)."""
+        return self.command if size is None else self.command.replace(SCALE_TOKEN, str(size))
 
 
 class ExternalLimits(_Strict):
@@ -100,11 +155,12 @@ class ExternalSpec(_Strict):
     title: str = Field(min_length=1)
     prompt: str = Field(description="a file of the repository at base, given as TASK.md")
     project: Project
-    setup: Command | None = None
+    setup: Setup | None = None
     quality: Quality | None = None
     benchmark: Benchmark | None = None
     measurement: ExternalMeasurement = Field(default_factory=ExternalMeasurement)
     env: dict[str, str] = Field(default_factory=dict)
+    environment: Environment = Field(default_factory=Environment)
     limits: ExternalLimits = Field(default_factory=ExternalLimits)
 
 
@@ -115,6 +171,11 @@ class Frozen(_Strict):
     spec_sha256: str
     tree_sha256: str = Field(description="git's tree id of the base commit")
     holdout_sha256: str | None = None
+    environment_sha256: str | None = Field(
+        default=None, description="the declared interpreter's packages and the wheelhouse"
+    )
+    python: str | None = Field(default=None, description="the declared interpreter")
+    python_version: str | None = None
 
 
 class FrozenExternal(_Strict):
@@ -137,6 +198,10 @@ class FrozenExternal(_Strict):
         h = self.spec.quality.holdout if self.spec.quality else None
         return None if h is None else self.spec_dir / h
 
+    def environment(self) -> ResolvedEnvironment:
+        """The declared environment, resolved and checked again (it runs the interpreter)."""
+        return resolve_environment(Path(self.frozen.spec_path), self.spec.environment)
+
     def gaps(self) -> list[str]:
         out = []
         if self.spec.quality is None:
@@ -146,16 +211,32 @@ class FrozenExternal(_Strict):
         return out
 
 
-def git(args: list[str], cwd: Path, strip: bool = True) -> str:
+def git_bytes(args: list[str], cwd: Path) -> bytes:
+    """git's output as it is: file contents and names in a repository are bytes, in whatever
+    encoding the project (or a candidate) chose."""
     try:
-        out = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=120
+        return subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, check=True, timeout=120
         ).stdout
-        return out.strip() if strip else out
     except FileNotFoundError:
         raise OptarenaError("git is not installed (external tasks need it)") from None
     except subprocess.CalledProcessError as e:
-        raise OptarenaError(f"git {' '.join(args)} in {cwd}: {e.stderr.strip()}") from None
+        err = e.stderr.decode(errors="replace").strip()
+        raise OptarenaError(f"git {' '.join(args)} in {cwd}: {err}") from None
+
+
+def git(args: list[str], cwd: Path, strip: bool = True) -> str:
+    """git's output as text. Bytes that are not UTF-8 (a latin-1 file name) become lone
+    surrogates, as the OS's own file names do in Python, so a name read here opens the same
+    file; show one to a person or a record through `readable`."""
+    out = os.fsdecode(git_bytes(args, cwd))
+    return out.strip() if strip else out
+
+
+def readable(name: str) -> str:
+    """A name from git or the file system as text a record (JSON) can hold: bytes that are
+    not UTF-8 are shown as \\xNN (a lone surrogate cannot be written as UTF-8)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -216,7 +297,7 @@ def holdout_sha256(path: Path | None) -> str | None:
         return None
     h = hashlib.sha256()
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        h.update(f.relative_to(path).as_posix().encode() + b"\0")
+        h.update(os.fsencode(f.relative_to(path).as_posix()) + b"\0")  # a name in any encoding
         h.update(hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()
 
@@ -255,6 +336,56 @@ def _check_holdout_unseen(spec_path: Path, repo: Path, commit: str, holdout: Pat
         )  # fmt: skip
 
 
+def _tracked(repo: Path, commit: str) -> list[str]:
+    return [p for p in git(["ls-tree", "-r", "-z", "--name-only", commit], repo).split("\0") if p]
+
+
+def _check_scope(spec_path: Path, spec: ExternalSpec, repo: Path, commit: str) -> None:
+    """At least one editable pattern must match a file at base: a scope of patterns that match
+    nothing froze cleanly once, and then every candidate's change was out of scope. (A single
+    pattern may name a file a candidate is to create: `freeze_warnings` says so.)"""
+    from optarena.tasks.external._shape import unmatched_patterns
+
+    editable = spec.project.editable
+    if len(unmatched_patterns(editable, _tracked(repo, commit))) == len(editable):
+        raise SpecError(
+            spec_path, "project.editable",
+            f"{editable} match no file at {commit[:12]}: every change a candidate made would "
+            "be out of scope (paths are relative to the repository's root)",
+        )  # fmt: skip
+
+
+def freeze_warnings(frozen: FrozenExternal) -> list[str]:
+    """What freezing can tell but not refuse: a benchmark that imports the project into the
+    process that prints the metric (see `_shape`)."""
+    from optarena.tasks.external._shape import (
+        loads_project,
+        single_process_warning,
+        unmatched_patterns,
+    )
+
+    repo, commit = frozen.repo, frozen.frozen.base_commit
+    tracked = _tracked(repo, commit)
+    out = [
+        f"project.editable.{i}: '{g}' matches no file at {commit[:12]}; a candidate may only "
+        "create a file there"
+        for i, g in unmatched_patterns(frozen.spec.project.editable, tracked)
+    ]
+    b = frozen.spec.benchmark
+    if b is None:
+        return out
+
+    def read(path: str) -> bytes | None:
+        try:
+            return git_bytes(["show", f"{commit}:{path}"], repo)
+        except OptarenaError:
+            return None
+
+    found = loads_project(b.command, frozen.spec.project.editable, tracked, read)
+    warning = single_process_warning(b.command, found)
+    return out if warning is None else [*out, warning]
+
+
 def freeze_external(spec_path: Path, out: Path) -> FrozenExternal:
     spec_path = spec_path.resolve()
     if not (spec_path.parent / ".git").exists() and not spec_path.is_file():
@@ -267,6 +398,8 @@ def freeze_external(spec_path: Path, out: Path) -> FrozenExternal:
         if not holdout.is_dir():
             raise SpecError(spec_path, "quality.holdout", f"{holdout} is not a directory")
         _check_holdout_unseen(spec_path, repo, commit, holdout)
+    _check_scope(spec_path, spec, repo, commit)
+    env = resolve_environment(spec_path, spec.environment)
     frozen = FrozenExternal(
         spec=spec,
         frozen=Frozen(
@@ -276,6 +409,9 @@ def freeze_external(spec_path: Path, out: Path) -> FrozenExternal:
             spec_sha256=hashlib.sha256(spec_path.read_bytes()).hexdigest(),
             tree_sha256=tree,
             holdout_sha256=holdout_sha256(holdout),
+            environment_sha256=env.sha256() if spec.environment != Environment() else None,
+            python=None if env.python is None else str(env.python),
+            python_version=env.python_version,
         ),
     )
     out.write_text(_to_toml(json.loads(frozen.model_dump_json(by_alias=True, exclude={"path"}))))
@@ -303,6 +439,16 @@ def load_frozen(path: Path) -> FrozenExternal:
         drift.append(f"the tree at {f.frozen.base_commit[:12]} changed")
     if holdout_sha256(f.holdout) != f.frozen.holdout_sha256:
         drift.append("the holdout directory changed")
+    if f.frozen.environment_sha256 is not None:
+        try:
+            now = f.environment().sha256()
+        except SpecError as e:
+            now = f"gone ({e})"
+        if now != f.frozen.environment_sha256:
+            drift.append(
+                "the declared environment changed (its interpreter, the distributions "
+                "installed in it, or the wheelhouse)"
+            )
     if drift:
         raise OptarenaError(f"{path}: drift since freezing: {'; '.join(drift)}")
     return f

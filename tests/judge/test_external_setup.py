@@ -1,0 +1,64 @@
+"""A set-up's result reused across worktrees and judgements when its inputs are the same
+(`[setup] cache = true`), and never when they differ."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from external_example import EXAMPLE, make_project
+from optarena.judge import judge_external
+from optarena.tasks.external import freeze_external, load_frozen
+
+# A set-up that takes time and leaves a build output the gate needs.
+BUILD = (
+    'import pathlib, time; time.sleep(0.3); pathlib.Path(\\"build\\").mkdir(); '
+    'pathlib.Path(\\"build/out.txt\\").write_text(\\"built\\")'
+)
+SETUP = f"[setup]\ncommand = \"python3 -c '{BUILD}'\"\ncache = true\n"
+GATE = {'"python3 verify.py"': '"test -f build/out.txt && python3 verify.py"'}
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "optarena" / "external-setup"
+
+
+@pytest.mark.slow
+def test_a_cached_set_up_is_reused_only_for_the_same_tree(tmp_path: Path, cache: Path) -> None:
+    spec = make_project(tmp_path, GATE)
+    spec.write_text(spec.read_text() + "\n" + SETUP)
+    out = tmp_path / "frozen.toml"
+    freeze_external(spec, out)
+    sieve = EXAMPLE / "candidates" / "sieve"
+    first = judge_external(load_frozen(out), sieve, measure=False)
+    assert first.verdict == "accepted", first.reasons
+    assert first.setup == {"baseline": "ran", "candidate": "ran"}  # the trees differ
+    again = judge_external(load_frozen(out), sieve, measure=False)
+    assert again.verdict == "accepted" and again.setup == {
+        "baseline": "cached",
+        "candidate": "cached",
+    }
+    assert again.timings["setup.baseline"] < first.timings["setup.baseline"]
+    empty = tmp_path / "unchanged"
+    empty.mkdir()  # the candidate is the base itself: the baseline's result serves it
+    same = judge_external(load_frozen(out), empty, measure=False)
+    assert same.setup == {"baseline": "cached", "candidate": "cached"}
+    # a kept entry that is not what set-up left is never used: set-up runs
+    for kept in cache.glob("*/files/build/out.txt"):
+        kept.write_text("tampered")
+    redo = judge_external(load_frozen(out), sieve, measure=False)
+    assert redo.setup == {"baseline": "ran", "candidate": "ran"}, redo.setup
+
+
+def test_without_cache_set_up_always_runs(tmp_path: Path, cache: Path) -> None:
+    spec = make_project(tmp_path, GATE)
+    spec.write_text(spec.read_text() + "\n" + SETUP.replace("cache = true\n", ""))
+    out = tmp_path / "frozen.toml"
+    freeze_external(spec, out)
+    for _ in range(2):
+        r = judge_external(load_frozen(out), EXAMPLE / "candidates" / "sieve", measure=False)
+        assert r.verdict == "accepted" and r.setup == {"baseline": "ran", "candidate": "ran"}
+    assert not cache.exists()
