@@ -71,7 +71,8 @@ def _row(cond: str, rep: int, accepted: bool) -> TrialRow:
     return TrialRow(
         trial_id=f"{cond}{rep}", task="t", condition=cond, repetition=rep, outcome="complete",
         attempts=1, agent_status="completed", verdict="accepted" if accepted else "rejected",
-        speedup=None, speed_verdict=None, effective_speedup=1.0, tokens=None, cost_usd=None,
+        speedup=None, speed_verdict=None, effective_speedup=1.0, metered_tokens=None,
+        metered_cost_usd=None, reported_tokens=None, reported_cost_usd=None,
         agent_wall_s=None, wall_s=None, identity="same",
     )  # fmt: skip
 

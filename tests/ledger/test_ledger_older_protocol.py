@@ -59,11 +59,12 @@ def test_first_release_metrics_read_as_an_older_protocol(old_ledger: Path) -> No
 
 
 def test_trials_and_trial_show_list_it_marked(
-    old_ledger: Path, capsys: pytest.CaptureFixture[str]
+    old_ledger: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # one line per trial, to read the cell whole
     assert main(["trials", "--ledger", str(old_ledger)]) == 0
     out = capsys.readouterr().out
-    assert OLD_ID in out and "older protocol" in out
+    assert OLD_ID in out and "older protocol" in out, out
     assert main(["trial", "show", OLD_ID, "--ledger", str(old_ledger)]) == 0
     out = capsys.readouterr().out
     assert "older protocol (v1)" in out and "never compared" in out
@@ -77,8 +78,9 @@ def test_an_older_protocols_speed_stays_out_of_comparisons() -> None:
         return TrialRow(
             trial_id=str(rep), task="t", condition="c", repetition=rep, outcome="complete",
             attempts=1, agent_status="completed", verdict="accepted", speedup=speedup,
-            speed_verdict=verdict, effective_speedup=speedup or 1.0, tokens=None,
-            cost_usd=None, agent_wall_s=None, wall_s=None, identity="x",
+            speed_verdict=verdict, effective_speedup=speedup or 1.0, metered_tokens=None,
+            metered_cost_usd=None, reported_tokens=None, reported_cost_usd=None,
+            agent_wall_s=None, wall_s=None, identity="x",
         )  # fmt: skip
 
     rows = [row(0, 1.5, "improved"), row(1, 1.4, "improved"), row(2, None, OLDER_PROTOCOL)]

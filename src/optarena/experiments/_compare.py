@@ -22,6 +22,7 @@ from optarena.experiments._stats import (
     paired_difference,
 )
 from optarena.judge import stats
+from optarena.ledger import TrialRecord
 from optarena.records import (
     ConditionSummary,
     ExperimentComparison,
@@ -50,13 +51,24 @@ def _sum_known(values: list[float | int | None]) -> float | None:
 
 
 def key_row(state: ExperimentState, s: ScheduledTrial) -> TrialRow | None:
-    """The key's complete trial, or its failure; None while it is pending. Tokens and cost
-    are summed over every attempt (an interrupted attempt may have spent)."""
+    """The key's complete trial, or its failure; None while it is pending."""
     outcome = state.outcome(s.key)
     if outcome == "pending":
         return None
     attempts = state.rows.get(s.key, [])
     r = state.done(s.key) or attempts[0]  # newest first: the last attempt
+    return trial_row(r, attempts, outcome).model_copy(
+        update={"task": s.task, "condition": s.condition, "repetition": s.repetition}
+    )
+
+
+def trial_row(
+    r: TrialRecord, attempts: Sequence[TrialRecord] = (), outcome: str = "complete"
+) -> TrialRow:
+    """One key as the comparison uses it: `r` its complete trial (or, `outcome` "failed", its
+    last attempt), tokens and cost summed over `attempts` (default: `r` alone), since an
+    interrupted attempt may have spent too."""
+    attempts = list(attempts) or [r]
     complete = outcome == "complete"
     m = r.metrics if complete else None
     older = isinstance(m, LegacyMetrics)  # shown, never compared with today's figures
@@ -69,10 +81,10 @@ def key_row(state: ExperimentState, s: ScheduledTrial) -> TrialRow | None:
     wall = sum(r.phases_s.values()) if r.phases_s else None
     return TrialRow(
         trial_id=r.id,
-        task=s.task,
-        condition=s.condition,
-        repetition=s.repetition,
-        outcome=outcome,
+        task=r.task.id,
+        condition=r.labels.get("condition", "?"),
+        repetition=int(r.labels.get("repetition", "0")),
+        outcome="complete" if complete else "failed",
         attempts=len(attempts),
         agent_status=r.agent_status,
         verdict=r.verdict if complete else None,
