@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,24 @@ def candidate(tmp_path: Path) -> Callable[[str], Path]:
         return d
 
     return make
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
+    """`tmpfs("size=24m")`: a fresh directory with a tmpfs of those mount options on it (a
+    small or read-only filesystem); the test is skipped where mounting needs a root it lacks."""
+    mounted: list[Path] = []
+
+    def mount(options: str) -> Path:
+        where = tmp_path / f"tmpfs-{len(mounted)}"
+        where.mkdir()
+        if os.geteuid() != 0:
+            pytest.skip("mounting a filesystem needs root")
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)]).returncode:
+            pytest.skip("cannot mount a tmpfs here")
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in mounted:
+        subprocess.run(["umount", "-l", str(where)], check=False)

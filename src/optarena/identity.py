@@ -64,13 +64,9 @@ def hash_tree(root: Path) -> str:
 
 @cache
 def judge_sha256() -> str:
-    """Hash of the code that judges: the judge and sandbox packages and this module."""
-    pkg = Path(__file__).resolve().parent
-    h = hashlib.sha256()
-    for sub in ("judge", "sandbox"):
-        h.update(f"{sub}\0{hash_tree(pkg / sub)}\n".encode())
-    h.update(f"identity.py\0{sha256_bytes(Path(__file__).read_bytes())}\n".encode())
-    return h.hexdigest()
+    """Hash of the code that judges: every file of the judging code manifest
+    (`JUDGING_CODE`), by package-relative path and content."""
+    return hash_files(PACKAGE_DIR, judging_files())
 
 
 def _cpu_model() -> str:
@@ -116,8 +112,29 @@ def runtime_fingerprint() -> dict[str, Any]:
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 _CODE_SUFFIXES = {".py", ".pth", ".so", ".pyd"}  # a new file of these kinds can run
-# What decides a verdict, for the process-start snapshot (the RECORD covers everything).
-JUDGING_CODE = ("judge/", "sandbox/", "tasks/", "identity.py", "runs/_judging.py")
+
+# The judging code manifest, the one definition of "the judge's code": every module a judgement
+# loads (tests/test_judge_manifest.py checks it against a real judgement), the worker's files,
+# and how a trial's verdict is combined. `judge_sha256` hashes it, the seal hashes the loaded
+# part of it, and the process-start snapshot (`code_references`) watches it. The inputs'
+# generator (`tasks/inputs.py`) is in it: trials judged with different input code never share
+# an identity. The built-in task packages are not code of the judge: each has its own hash
+# (`TaskInfo.sha256`), checked before judging.
+JUDGING_CODE = (
+    "__init__.py", "errors.py", "identity.py", "judge/", "records/", "sandbox/", "tasks/",
+    "runs/_judging.py",
+)  # fmt: skip
+BUILTIN_TASKS = "tasks/builtin/"
+
+
+def judging_code(rel: str) -> bool:
+    """Whether a package-relative path is part of the judging code manifest."""
+    return rel.startswith(JUDGING_CODE) and not rel.startswith(BUILTIN_TASKS)
+
+
+def judging_files(root: Path = PACKAGE_DIR) -> list[str]:
+    """Package-relative paths of every content file of the judging code, sorted."""
+    return [rel for rel in tree_files(root) if judging_code(rel)]
 
 
 @dataclass(frozen=True)
@@ -202,10 +219,11 @@ def _record_reference(root: Path) -> CodeReference | None:
 def code_references() -> tuple[CodeReference, ...]:
     """The references the installation is checked against, fixed on the first call (call it
     at process start, before any agent runs): the wheel's RECORD when there is one (every
-    file of the package), and always the code that judges (`JUDGING_CODE`: the judge, the
-    sandbox, the task loader and built-in tasks) as this process first saw it, which is all
-    an editable checkout has."""
-    now = {k: v for k, v in package_hashes().items() if k.startswith(JUDGING_CODE)}
+    file of the package), and always the judging code (`JUDGING_CODE`) and the built-in task
+    packages as this process first saw them, which is all an editable checkout has."""
+    now = {
+        k: v for k, v in package_hashes().items() if judging_code(k) or k.startswith(BUILTIN_TASKS)
+    }
     refs = [CodeReference("the files as this optarena process found them", now)]
     record = _record_reference(PACKAGE_DIR)
     return (record, *refs) if record is not None else tuple(refs)

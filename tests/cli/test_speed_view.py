@@ -20,7 +20,8 @@ from optarena.records import (
 def _summary(verdict: Any, ratio: float | None, ci: list[float] | None) -> Summary:
     return Summary(
         ratio=ratio, ratio_ci=ci, speedup=None if ratio is None else 1 / ratio,
-        speedup_ci=None, verdict=verdict, why="", pairs=0, outliers=0, notes=[],
+        speedup_ci=None if ci is None else sorted(1 / x for x in ci), verdict=verdict, why="",
+        pairs=0, outliers=0, notes=[],
     )  # fmt: skip
 
 
@@ -76,7 +77,7 @@ def test_too_few_pairs_for_an_interval() -> None:
 
 def test_an_estimate_on_the_edge_of_the_minimum_effect() -> None:
     lines = why_inconclusive(_comparison("inconclusive", 0.98, [0.97, 0.99], 40, "max_pairs"))
-    assert lines[0].startswith("inconclusive: the estimate -2.0% is too close to the minimum")
+    assert lines[0].startswith("inconclusive: the estimate (1.02x faster) is too close to the min")
     assert lines[1] == "  measuring stopped at the most pairs the protocol allows (40)"
     assert len(lines) == 2
 
@@ -95,11 +96,15 @@ def test_an_aa_noise_floor_wider_than_the_minimum_effect_is_a_warning() -> None:
     assert aa_warning(_aa(None), 0.02) is None
 
 
-def test_the_speed_line() -> None:
+def test_the_speed_line_reads_one_way() -> None:
+    """One convention in every view: `1.25x faster`, `1.02x slower` (the time ratio read as
+    slower for a faster candidate: '0.80x baseline (-20%)')."""
     m = _comparison("improved", 0.8, [0.75, 0.88], 8, "decided")
-    assert speed_text(m) == "0.80x baseline (-20%), interval 0.75..0.88, improved"
+    assert speed_text(m) == "1.25x faster, 1.14x..1.33x faster, improved"
     m = _comparison("inconclusive", 1.023, None, 2, "budget")
-    assert speed_text(m) == "1.02x baseline (+2%), no interval, inconclusive"
+    assert speed_text(m) == "1.02x slower, no interval, inconclusive"
+    m = _comparison("inconclusive", 0.99, [0.95, 1.04], 9, "budget")
+    assert speed_text(m) == "1.01x faster, 1.04x slower..1.05x faster, inconclusive"
     assert speed_text(None, "rejected") == "none (rejected)"
     assert speed_text(None, "accepted") == "not measured"
 

@@ -90,4 +90,4 @@ def test_claude_code_experiment_with_and_without_a_hint(
     assert rows["plain"].agent_status == rows["hint"].agent_status == "completed"
     assert rows["plain"].verdict == rows["hint"].verdict == "accepted"
     assert rows["hint"].metered_tokens is not None  # metered by the proxy, from real calls
-    assert c.comparisons[0].pairs == 1 and c.comparisons[0].verdict == "undecided"
+    assert c.comparisons[0].pairs == 1 and c.comparisons[0].verdict == "not_measured"

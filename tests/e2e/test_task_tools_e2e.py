@@ -18,6 +18,7 @@ from optarena.fakemodel._script import OptimizeScript
 from optarena.fakemodel._tools_script import TaskToolsScript
 from optarena.ledger import Ledger, TrialRecord
 from optarena.mcp import TaskToolsHook, ToolCallRecord
+from optarena.records import calls_of
 from optarena.runs import TrialConfig, run_trial
 from optarena.tasks import resolve_task
 
@@ -61,7 +62,7 @@ def _trial(
 def _telemetry(ledger: Ledger, record: TrialRecord) -> list[ToolCallRecord]:
     sha = record.artifacts["logs/tool_calls.jsonl"]
     text = ledger.store.read_text(sha)
-    return [ToolCallRecord.model_validate_json(x) for x in text.splitlines() if x.strip()]
+    return calls_of(ToolCallRecord.model_validate_json(x) for x in text.splitlines() if x.strip())
 
 
 def test_claude_calls_the_task_tools_the_calls_are_recorded_and_the_judge_decides(

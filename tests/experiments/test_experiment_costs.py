@@ -21,7 +21,7 @@ def test_an_unmetered_trial_has_no_metered_cost_only_its_agents_claim() -> None:
     both = trial_row(rec.model_copy(update={"metered_usage": metered}))
     assert (both.metered_tokens, both.metered_cost_usd) == (990, 0.05)
     assert both.reported_cost_usd == 0.0123
-    s = summarize_condition("plain", [row, both], seed=0)
+    s = summarize_condition("plain", [row, both], pending=0, seed=0)
     assert (s.metered_cost_usd.value, s.metered_cost_usd.unknown) == (0.05, 1)
     assert (s.reported_cost_usd.value, s.reported_cost_usd.unknown) == (0.0246, 0)
     assert s.cost_per_accepted is None  # a metered cost is unknown: no per-accepted figure

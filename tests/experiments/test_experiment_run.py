@@ -97,7 +97,9 @@ def test_interrupted_then_resumed_without_loss_or_duplicates(tmp_path: Path) -> 
     c = compare_experiment(state)
     by_name = {s.name: s for s in c.conditions}
     assert by_name["plain"].accepted == 2 and by_name["wrong"].accepted == 0
-    assert by_name["wrong"].effective_median == 1.0  # failures count as the baseline
+    # a correctness-only plan: no speed figure at all, never a confident 1.0
+    assert by_name["wrong"].effective_median is None and not c.speed_measured
+    assert c.comparisons[0].verdict == "not_measured"
     assert by_name["plain"].metered_cost_usd.value is None
     assert by_name["plain"].metered_cost_usd.unknown == 2
     assert c.comparisons[0].correctness_diff == -1.0

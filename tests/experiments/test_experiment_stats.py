@@ -1,4 +1,6 @@
-"""The experiment statistics on literal numbers."""
+"""The experiment statistics on literal numbers: paired differences get the t-interval of the
+judge's statistics module, fewer than MIN_PAIRS pairs or no spread give `undecided` with the
+reason, and a correctness-only plan reports no speed at all."""
 
 from __future__ import annotations
 
@@ -6,42 +8,15 @@ import math
 
 import pytest
 
+from optarena.experiments._compare import compare_treatment, summarize_condition
 from optarena.experiments._stats import (
-    bootstrap_ci,
+    MIN_PAIRS,
     decide,
     effective_speedup,
     expected_best_of_k,
-    median,
     paired_difference,
-    percentile,
-    wilson,
 )
-
-
-def test_wilson_matches_the_textbook_values() -> None:
-    lo, hi = wilson(8, 10) or (0, 0)
-    assert lo == pytest.approx(0.4902, abs=1e-4) and hi == pytest.approx(0.9433, abs=1e-4)
-    lo0, hi0 = wilson(0, 5) or (1, 1)
-    assert lo0 == 0.0 and hi0 == pytest.approx(0.4345, abs=1e-4)
-    assert wilson(5, 5) is not None and wilson(5, 5)[1] == 1.0  # type: ignore[index]
-    assert wilson(0, 0) is None
-
-
-def test_median_and_percentile() -> None:
-    assert median([3.0, 1.0, 2.0]) == 2.0
-    assert median([4.0, 1.0, 2.0, 3.0]) == 2.5
-    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
-    assert percentile([1.0, 2.0, 3.0, 4.0], 0.0) == 1.0
-    with pytest.raises(ValueError):
-        median([])
-
-
-def test_bootstrap_is_seeded_and_brackets_the_median() -> None:
-    data = [1.0, 1.2, 0.9, 1.1, 1.3, 1.05]
-    a = bootstrap_ci(data, seed=3)
-    assert a == bootstrap_ci(data, seed=3)
-    assert a is not None and a[0] <= median(data) <= a[1]
-    assert bootstrap_ci([1.0]) is None
+from optarena.records import TrialRow
 
 
 def test_effective_speedup_counts_failures_as_the_baseline() -> None:
@@ -60,16 +35,59 @@ def test_expected_best_of_k_is_exact() -> None:
         expected_best_of_k(v, 4)
 
 
-def test_paired_difference_and_decision() -> None:
+def test_three_pairs_of_small_gains_are_undecided_not_better() -> None:
+    """Differences .1, .2, .3: the percentile bootstrap read [0.10, 0.30] and 'better'."""
+    e = paired_difference([(0.0, 0.1), (0.0, 0.2), (0.0, 0.3)])
+    assert e.estimate == pytest.approx(0.2) and (e.lo, e.hi) == pytest.approx(
+        (-0.0484, 0.4484), abs=1e-4
+    )
+    verdict, why = decide(e, math.log(1.05))
+    assert verdict == "undecided" and "more repetitions" in why
+
+
+def test_decisions_on_literal_pairs() -> None:
     pairs = [(0.0, 0.20), (0.1, 0.32), (0.05, 0.24), (0.0, 0.18)]
-    est, ci = paired_difference(pairs, seed=1)
-    assert est == pytest.approx(0.1975)
-    assert ci is not None and 0.17 <= ci[0] <= est <= ci[1] <= 0.23
-    verdict, why = decide(est, ci, math.log(1.05), len(pairs))
-    assert verdict == "better" and "above 0" in why
-    assert decide(-0.2, (-0.3, -0.1), 0.05, 4)[0] == "worse"
-    assert decide(0.0, (-0.01, 0.02), 0.05, 4)[0] == "no_difference"
-    v, why = decide(0.03, (-0.2, 0.25), 0.05, 3)
-    assert v == "undecided" and "more repetitions" in why
-    v, why = decide(None, None, 0.05, 1)
-    assert v == "undecided" and "too few pairs" in why
+    e = paired_difference(pairs)
+    assert e.estimate == pytest.approx(0.1975)
+    assert (e.lo, e.hi) == pytest.approx((0.1703, 0.2247), abs=1e-4)  # t(0.975, 3) = 3.182
+    assert decide(e, math.log(1.05))[0] == "better"
+    worse = paired_difference([(0.2, 0.0), (0.3, 0.05), (0.25, 0.0), (0.2, 0.01)])
+    assert decide(worse, 0.05)[0] == "worse"
+    same = paired_difference([(0.0, 0.01), (0.0, -0.01), (0.0, 0.005), (0.0, 0.0)])
+    assert decide(same, 0.05)[0] == "no_difference"
+
+
+def test_too_few_pairs_or_no_spread_give_no_verdict_and_say_why() -> None:
+    two = paired_difference([(0.0, 0.5), (0.0, 0.6)])
+    assert MIN_PAIRS == 3 and two.lo is None
+    v, why = decide(two, 0.05)
+    assert v == "undecided" and why == "too few pairs to decide (2; at least 3 needed)"
+    flat = paired_difference([(0.0, 0.0)] * 5)
+    v, why = decide(flat, 0.05)
+    assert v == "undecided" and "no spread" in why
+
+
+def _row(cond: str, rep: int, accepted: bool) -> TrialRow:
+    return TrialRow(
+        trial_id=f"{cond}{rep}", task="t", condition=cond, repetition=rep, outcome="complete",
+        attempts=1, agent_status="completed", verdict="accepted" if accepted else "rejected",
+        speedup=None, speed_verdict=None, effective_speedup=1.0, metered_tokens=None,
+        metered_cost_usd=None, reported_tokens=None, reported_cost_usd=None,
+        agent_wall_s=None, wall_s=None, identity="same",
+    )  # fmt: skip
+
+
+def test_a_correctness_only_plan_reports_no_speed() -> None:
+    """[judge] measure = false: no effective speed-up 1.000 (1.000..1.000), no confident
+    no_difference on speed: nothing was measured, and the report says so."""
+    rows = [_row(c, r, c == "a" or r > 0) for c in ("a", "b") for r in range(4)]
+    s = summarize_condition("a", [r for r in rows if r.condition == "a"], 0, 0, measured=False)
+    assert s.speed_measured is False
+    assert (s.effective_median, s.effective_ci, s.best_of_k, s.improvement_rate) == (
+        None, None, [], None,
+    )  # fmt: skip
+    assert s.correctness_rate == 1.0
+    t = compare_treatment("b", "a", rows, 0.05, measured=False)
+    assert t.verdict == "not_measured" and "not measured" in t.why
+    assert t.log_speedup_diff is None and t.log_speedup_ci is None
+    assert t.correctness_diff == pytest.approx(-0.25)

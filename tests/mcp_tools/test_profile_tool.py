@@ -12,6 +12,7 @@ import anyio
 from mcp import Client
 
 from optarena.mcp import TaskTools, Telemetry, build_server
+from optarena.records import calls_of
 from optarena.tasks import Task, resolve_task
 
 TASK: Task = resolve_task("rmsnorm")
@@ -69,7 +70,7 @@ def test_profile_names_where_the_time_goes_and_gives_no_verdict(tmp_path: Path) 
     assert rows == sorted(rows, key=lambda r: r["tottime_s"], reverse=True)
     assert "verdict" not in out and "diagnostic" in out["note"]
     assert out["sandbox"]["network"]  # the isolation it ran under, in words
-    (record,) = tools.telemetry.records
+    (record,) = calls_of(tools.telemetry.records)
     assert (record.tool, record.status, record.verdict) == ("profile", "ok", None)
 
 
@@ -93,7 +94,7 @@ def test_bad_profile_arguments_are_error_results(tmp_path: Path) -> None:
     assert nope.is_error and "workload 'nope' is not one of this task's" in text[0]
     assert zero.is_error and "calls must be a whole number from 1 to" in text[1]
     assert many.is_error and "top must be a whole number from 1 to" in text[2]
-    assert [r.status for r in tools.telemetry.records] == ["error", "error", "error"]
+    assert [r.status for r in calls_of(tools.telemetry.records)] == ["error", "error", "error"]
 
 
 def test_a_candidate_that_fails_gets_no_profile_and_its_error(tmp_path: Path) -> None:

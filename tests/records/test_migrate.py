@@ -81,8 +81,10 @@ def test_trial_v1_metrics_become_typed_by_kind() -> None:
     assert out["metrics"]["kind"] == "external_benchmark"
     assert out["metrics"]["schema_version"] == 1
     assert migrate_values("trial", {"schema_version": 1, "metrics": None})["metrics"] is None
-    with pytest.raises(RecordError, match="trial 9: speed metrics of format version 1 predate"):
-        load_trial('{"schema_version": 1, "metrics": {"workloads": []}}', "trial 9")
+    # the first release's metrics (format 1): kept as an older protocol, never refused
+    old = migrate_values("trial", {"schema_version": 1, "metrics": {"workloads": []}})
+    assert old["metrics"]["kind"] == "legacy_protocol" and old["metrics"]["protocol_version"] == 1
+    assert old["metrics"]["data"] == {"workloads": []}
 
 
 def test_formats_owned_by_other_packages_read_through_the_same_steps() -> None:

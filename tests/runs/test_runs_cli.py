@@ -15,6 +15,7 @@ import pytest
 
 from optarena.cli import main
 from optarena.ledger import Ledger
+from optarena.report import speed_words
 from optarena.tasks import builtin_task_ids
 
 Capsys = pytest.CaptureFixture[str]
@@ -146,7 +147,8 @@ def test_no_agent_sandbox_warns_records_and_shows(
 
 
 SPEED = re.compile(
-    r"speed: \d+\.\d\dx baseline \([+-]\d+%\), (interval \d+\.\d\d\.\.\d+\.\d\d|no interval), "
+    r"speed: (\d+\.\d\dx (faster|slower)|no change \(1\.00x\)), "
+    r"(\d+\.\d\dx( (faster|slower))?\.\.\d+\.\d\dx (faster|slower)|no interval), "
     r"(improved|regressed|no_difference|inconclusive)"
 )
 
@@ -176,15 +178,15 @@ def test_the_speed_result_is_shown_wherever_a_trial_is(
 
     shown = _cli("trial", "show", accepted.id[:4], "--ledger", led)
     assert SPEED.search(shown.stdout.replace("speed      ", "speed: ")), shown.stdout
-    assert "time b/a" in shown.stdout and "stopped:" in shown.stdout  # the comparison table
+    assert "speed of b" in shown.stdout and "stopped:" in shown.stdout  # the comparison table
     assert "overall (H-L)" in shown.stdout and "geometric mean  " not in shown.stdout
     if accepted.metrics and accepted.metrics.overall.verdict == "inconclusive":
         assert "inconclusive: " in shown.stdout  # and why
     assert "metrics " not in shown.stdout  # no raw key: value dump
 
     listed = _cli("trials", "--ledger", led)
-    ratio = accepted.metrics.overall.ratio if accepted.metrics else None
-    assert ratio is not None and f"{ratio:.2f}x" in listed.stdout
+    speedup = accepted.metrics.overall.speedup if accepted.metrics else None
+    assert speedup is not None and speed_words(speedup).split()[0] in listed.stdout
     assert "cond=a" in listed.stdout and accepted.created_at[5:10] in listed.stdout
     lines = listed.stdout.splitlines()
     assert all(len(line.rstrip()) <= 80 for line in lines), listed.stdout

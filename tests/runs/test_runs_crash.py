@@ -64,7 +64,7 @@ def test_a_failure_while_judging_keeps_the_delivery_and_marks_the_row_interrupte
         assert isinstance(raised.value, TrialInterrupted)
         assert raised.value.trial_id == record.id and "candidate" in raised.value.kept
     # and it can be judged afterwards
-    _, judgement, _ = rejudge(ledger, record.id, measure=False)
+    _, judgement, _ = rejudge(ledger, record.id, changes={"measure": False})
     assert judgement.verdict == "accepted"
 
 
@@ -88,7 +88,7 @@ def test_an_interrupted_agent_leaves_its_files_kept_and_judgeable(
     assert {"candidate", "diff", "outcome"} <= set(record.artifacts)
     assert [c.path for c in record.changed] == ["solution.py"]
     assert raised.value.delivered
-    _, judgement, _ = rejudge(ledger, record.id, measure=False)
+    _, judgement, _ = rejudge(ledger, record.id, changes={"measure": False})
     assert judgement.verdict == "accepted"
 
 

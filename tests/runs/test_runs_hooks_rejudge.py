@@ -66,7 +66,7 @@ def test_rejudge_adds_a_judgement_and_keeps_the_first(
     ledger: Ledger, rmsnorm: Task, control: Callable[[str], Path]
 ) -> None:
     rec = _recorded(ledger, rmsnorm, control("optimized"))
-    trial, judgement, notes = rejudge(ledger, rec.id[:6], measure=False)
+    trial, judgement, notes = rejudge(ledger, rec.id[:6], changes={"measure": False})
     assert trial == rec and notes == []
     assert judgement.kind == "rejudge" and judgement.verdict == "accepted"
     assert judgement.candidate_sha256 == rec.candidate_sha256
@@ -85,7 +85,7 @@ def test_rejudge_keeps_an_out_of_scope_trial_rejected(
     (src / "TASK.md").write_text("the rules changed\n")  # a tracked file outside the scope
     rec = _recorded(ledger, rmsnorm, src)
     assert rec.out_of_scope == ["TASK.md"]
-    _, judgement, _ = rejudge(ledger, rec.id, measure=True)
+    _, judgement, _ = rejudge(ledger, rec.id, changes={"measure": True})
     assert judgement.verdict == "rejected" and judgement.reason_codes == ["out_of_scope"]
     assert judgement.metrics is None
 
@@ -97,7 +97,7 @@ def test_rejudge_notes_a_changed_task_and_refuses_unfinished_trials(
     rec = _recorded(ledger, task, control("optimized"))
     with (task.root / "TASK.md").open("a") as f:
         f.write("\nOne more rule.\n")
-    _, judgement, notes = rejudge(ledger, rec.id, measure=False)
+    _, judgement, notes = rejudge(ledger, rec.id, changes={"measure": False})
     assert "changed since the trial" in notes[0]
     assert judgement.task_sha256 != rec.task.sha256
 
@@ -111,7 +111,7 @@ def test_rejudge_notes_a_changed_task_and_refuses_unfinished_trials(
     with pytest.raises(KeyboardInterrupt):
         run_trial(config, ledger, judge_fn=interrupt)
     broken = ledger.trials(status="interrupted")[0]
-    _, again, _ = rejudge(ledger, broken.id, measure=False)  # its delivery was kept
+    _, again, _ = rejudge(ledger, broken.id, changes={"measure": False})  # its delivery was kept
     assert again.verdict == "accepted" and again.kind == "rejudge"
     running = broken.model_copy(update={"id": "0123456789", "state": "running"})
     ledger.begin_trial(running)

@@ -4,6 +4,7 @@ Real agents (`claude`, `codex`) live in their own modules and are imported only 
 """
 
 from optarena.agents._base import AgentRunner, RunContext, SandboxSpec
+from optarena.agents._cli_agent import npm_cache
 from optarena.agents._metering import proxy_limits, run_metered, with_metering
 from optarena.agents._process import ProcessResult, run_logged
 from optarena.agents._registry import (
@@ -27,6 +28,7 @@ __all__ = [
     "Usage",
     "create_runner",
     "known_runners",
+    "npm_cache",
     "proxy_limits",
     "run_logged",
     "run_metered",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -11,12 +12,12 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
-from optarena.cli._app import app, console, err_console
+from optarena.cli._app import app, console, err_console, interrupted
 from optarena.cli._safe import escape
 from optarena.errors import OptarenaError
 
 if TYPE_CHECKING:
-    from optarena.experiments import LoadedPlan, ScheduledTrial
+    from optarena.experiments import ExperimentComparison, LoadedPlan, ScheduledTrial
     from optarena.ledger import Ledger, TrialRecord
 
 experiment_app = typer.Typer(
@@ -32,9 +33,29 @@ LedgerOpt = Annotated[
 
 
 def _home(ledger: Path | None) -> Path:
-    from optarena.ledger import default_home
+    """--ledger, else $OPTARENA_LEDGER, else the user's: as every other command resolves it."""
+    from optarena.ledger import resolve_home
 
-    return (ledger or default_home()).expanduser()
+    return resolve_home(ledger)
+
+
+def _existing_home(ledger: Path | None) -> Path:
+    """The ledger for a command that only reads: one that does not exist is an error (a typo
+    in --ledger must not read as an experiment with no trials, nor create a ledger)."""
+    from optarena.ledger import DB_NAME
+
+    home = _home(ledger)
+    if not (home / DB_NAME).is_file():
+        raise OptarenaError(
+            f"no ledger at {home} (no {DB_NAME}); check --ledger or $OPTARENA_LEDGER"
+        )
+    return home
+
+
+def _again(command: str, plan: Path, ledger: Path | None) -> str:
+    """The command to run next, with the ledger it must use when one was named."""
+    where = f" --ledger {shlex.quote(str(_home(ledger)))}" if ledger is not None else ""
+    return f"optarena {command} {shlex.quote(str(plan))}{where}"
 
 
 def _checked(plan_path: Path, refreeze: bool = False) -> LoadedPlan:
@@ -124,7 +145,7 @@ def run_cmd(
     with Ledger.open(home) as led:
         before = experiment_state(loaded, led)
     counts: dict[str, float | int] = {
-        "done": before.counts()["complete"],
+        "done": before.counts()["complete"] + before.counts()["failed"],
         "total": len(before.schedule),
         "running": 0,
         "failed": 0,
@@ -142,47 +163,80 @@ def run_cmd(
         ) -> None:
             if kind == "start":
                 counts["running"] = int(counts["running"]) + 1
-            else:
+            elif kind in ("end", "error"):
                 counts["running"] = int(counts["running"]) - 1
             if kind == "end" and record is not None:
-                counts["done"] = int(counts["done"]) + 1
-                counts["finished_now"] = int(counts["finished_now"]) + 1
-                if record.verdict != "accepted":
-                    counts["failed"] = int(counts["failed"]) + 1
-                _add_metered(counts, record)
+                _count_end(counts, record)
                 live.console.print(
                     f"{s.key}: {record.agent_status}, {record.verdict or record.state}"
                 )
-            if kind == "error":
-                live.console.print(f"{s.key}: error: {escape(message)}")
+            elif kind == "error":
+                live.console.print(f"{s.key}: error, recorded: {escape(message)}")
+            elif kind == "retry":
+                live.console.print(f"{s.key}: runs again ({message})")
+            elif kind == "failed":
+                counts["failed"] = int(counts["failed"]) + 1
+                counts["done"] = int(counts["done"]) + 1
+                live.console.print(f"{s.key}: counted as a failure ({escape(message)})")
             live.update(_live_table(counts, t0))
 
         try:
             state = run_experiment(loaded, home, max_parallel=max_parallel, on_event=on_event)
         except KeyboardInterrupt:
-            err_console.print(
-                "interrupted: finished trials are recorded, the interrupted one is marked; "
-                f"run `optarena experiment run {plan}` again to resume"
-            )
-            raise
+            raise interrupted(
+                "finished trials are recorded, the interrupted one is marked; run "
+                f"`{_again('experiment run', plan, ledger)}` to resume"
+            ) from None
     c = state.counts()
-    console.print(f"{loaded.name}: {c['complete']}/{c['scheduled']} trials complete")
+    console.print(
+        f"{loaded.name}: {c['complete']}/{c['scheduled']} trials complete, {c['failed']} "
+        f"failed (no result after their retries, counted as failures), {c['pending']} pending"
+    )
+
+
+def _count_end(counts: dict[str, float | int], record: TrialRecord) -> None:
+    counts["done"] = int(counts["done"]) + 1
+    counts["finished_now"] = int(counts["finished_now"]) + 1
+    if record.verdict != "accepted":
+        counts["failed"] = int(counts["failed"]) + 1
+    _add_metered(counts, record)
 
 
 @experiment_app.command("status")
 def status_cmd(plan: PlanArg, ledger: LedgerOpt = None) -> None:
-    """How many trials of the plan are complete, pending, interrupted."""
+    """How many trials of the plan are complete, failed, pending, interrupted."""
     from optarena.experiments import experiment_state, load_plan
     from optarena.ledger import Ledger
 
     loaded = load_plan(plan)
-    with Ledger.open(_home(ledger)) as led:
+    with Ledger.open(_existing_home(ledger)) as led:
         state = experiment_state(loaded, led)
     c = state.counts()
     console.print(
-        f"{loaded.name}: {c['complete']}/{c['scheduled']} complete, {c['pending']} pending, "
-        f"{c['interrupted_rows']} interrupted rows on record"
+        f"{loaded.name}: {c['complete']}/{c['scheduled']} complete, {c['failed']} failed "
+        f"(counted as failures), {c['pending']} pending, {c['interrupted_rows']} interrupted "
+        "rows on record"
     )
+    if c["pending"]:
+        console.print(f"to run the rest: {_again('experiment run', plan, ledger)}")
+
+
+def _comparison(plan: Path, ledger: Path | None) -> ExperimentComparison:
+    """The comparison of a plan's trials as frozen; says on stderr when it is incomplete."""
+    from optarena.experiments import compare_experiment, experiment_state, load_plan
+    from optarena.ledger import Ledger
+
+    loaded = load_plan(plan)
+    with Ledger.open(_existing_home(ledger)) as led:
+        comparison = compare_experiment(experiment_state(loaded, led))
+    if comparison.pending:
+        err_console.print(
+            f"[bold yellow]incomplete:[/] {len(comparison.pending)} of {comparison.scheduled} "
+            "trials have no outcome yet; no treatment touching them gets a verdict. Run "
+            f"`{_again('experiment run', plan, ledger)}`",
+            highlight=False,
+        )
+    return comparison
 
 
 @experiment_app.command("compare")
@@ -191,14 +245,12 @@ def compare_cmd(
     ledger: LedgerOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Per condition and treatment vs baseline, from the complete trials."""
-    from optarena.experiments import compare_experiment, experiment_state, load_plan
-    from optarena.ledger import Ledger
+    """Per condition and treatment vs baseline. Every scheduled trial counts: one that ended
+    without a result after its retries is a failure; while any is pending the experiment is
+    flagged incomplete and its comparisons are undecided."""
     from optarena.report import render_markdown
 
-    loaded = load_plan(plan)
-    with Ledger.open(_home(ledger)) as led:
-        comparison = compare_experiment(experiment_state(loaded, led))
+    comparison = _comparison(plan, ledger)
     if as_json:
         console.print_json(comparison.model_dump_json())
     else:
@@ -213,19 +265,19 @@ def report_cmd(
     ledger: LedgerOpt = None,
 ) -> None:
     """A report of an experiment: one self-contained HTML file, Markdown, or JSON."""
-    from optarena.experiments import compare_experiment, experiment_state, load_plan
     from optarena.ledger import Ledger
     from optarena.report import render_html, render_markdown
 
     if fmt not in ("html", "md", "json"):
         raise OptarenaError(f"--format {fmt!r}: expected html, md or json")
-    home = _home(ledger)
-    if not Path(plan).is_file():  # a trial id (or a unique prefix of one)
-        _trial_report(plan, home, fmt, output)
+    _check_output(output)
+    home = _existing_home(ledger)
+    if not Path(plan).is_file():
+        if plan.endswith(".toml") or "/" in plan:
+            raise OptarenaError(f"{plan}: no such plan file (a trial id has neither '/' nor .toml)")
+        _trial_report(plan, home, fmt, output)  # a trial id (or a unique prefix of one)
         return
-    loaded = load_plan(Path(plan))
-    with Ledger.open(home) as led:
-        comparison = compare_experiment(experiment_state(loaded, led))
+    comparison = _comparison(Path(plan), ledger)
     if fmt == "html":
         with Ledger.open(home) as led:
             details = {r.trial_id: _trial_texts(led, r.trial_id) for r in comparison.trials}
@@ -234,7 +286,23 @@ def report_cmd(
         text = render_markdown(comparison)
     else:
         text = json.dumps(json.loads(comparison.model_dump_json()), indent=1)
-    output.write_text(text)
+    _write(output, text)
+
+
+def _check_output(output: Path) -> None:
+    """Refuse an output that cannot be written before any work (exit 2, not a traceback)."""
+    parent = output.absolute().parent
+    if output.is_dir():
+        raise OptarenaError(f"-o {output}: is a directory; name a file")
+    if not parent.is_dir():
+        raise OptarenaError(f"-o {output}: the directory {parent} does not exist")
+
+
+def _write(output: Path, text: str) -> None:
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise OptarenaError(f"-o {output}: cannot write: {e.strerror or e}") from None
     console.print(f"wrote {output} ({len(text)} bytes)")
 
 
@@ -267,5 +335,4 @@ def _trial_report(ref: str, home: Path, fmt: str, output: Path) -> None:
         text = render_trial_markdown(record, texts)
     else:
         text = record.model_dump_json(indent=1)
-    output.write_text(text)
-    console.print(f"wrote {output} ({len(text)} bytes)")
+    _write(output, text)

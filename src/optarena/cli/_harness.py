@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +13,7 @@ from optarena.cli._app import app, console, err_console, interrupted
 from optarena.cli._safe import escape
 from optarena.errors import OptarenaError
 from optarena.harness import HarnessRun, Registry
+from optarena.report import speed_words
 
 harness_app = typer.Typer(
     help="Run the harness-improvement loop; qualify, list and export its artifacts.",
@@ -64,8 +66,20 @@ def _registry(run: Path) -> Registry:
 
 @harness_app.command("run")
 def run_cmd(
-    task: Annotated[str, typer.Option("--task", help="built-in task id or task directory")],
-    agent: Annotated[str, typer.Option("--agent", help="claude, codex or module:Class")],
+    task: Annotated[
+        str | None, typer.Option("--task", help="built-in task id or task directory")
+    ] = None,
+    agent: Annotated[
+        str | None, typer.Option("--agent", help="claude, codex or module:Class")
+    ] = None,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="offline: the real CLI (claude unless --agent codex) against optarena's "
+            "scripted model server on rmsnorm; no key, no network, nothing spent",
+        ),
+    ] = False,
     iterations: Annotated[int, typer.Option("--iterations", help="attempts, at least 1")] = 2,
     agent_arg: Annotated[
         list[str] | None, typer.Option("--agent-arg", help="runner option KEY=VALUE")
@@ -114,8 +128,9 @@ def run_cmd(
 ) -> None:
     """Attempt, judge, reflect and build in the same session, qualify, quarantine, activate
     for the next fresh session; N iterations. Exit 0 when a candidate was accepted, 1 when
-    none was, 2 bad input, 130 interrupted."""
-    from optarena.agents import AgentLimits
+    none was, 2 bad input, 130 interrupted. `--demo` runs it offline."""
+    from optarena.agents import AgentLimits, runner_class
+    from optarena.cli._harness_demo import demo_agent
     from optarena.cli._trials import parse_pairs
     from optarena.harness import HarnessConfig, run_harness
     from optarena.ledger import Ledger
@@ -123,34 +138,54 @@ def run_cmd(
 
     if iterations < 1:
         raise OptarenaError(f"--iterations {iterations}: expected at least 1")
-    config = HarnessConfig(
-        task=resolve_task(task),
-        agent=agent,
-        agent_args=parse_pairs(agent_arg or [], "--agent-arg"),
-        iterations=iterations,
-        task_state=task_state,
-        attempt=AgentLimits(
-            wall_s=parse_duration("--attempt-timeout", attempt_timeout), max_cost_usd=max_cost_usd
-        ),
-        reflection_timeout_s=parse_duration("--reflection-timeout", reflection_timeout),
-        build_timeout_s=parse_duration("--build-timeout", build_timeout),
-        repair_attempts=repair_attempts,
-        stop_when=stop_when,
-        measure=not no_measure,
-        budget_s=budget_s,
-        run_dir=run_dir,
-        registry=registry,
-        final_build=not no_final_build,
-    )
-    with Ledger.open(ledger_dir) as ledger:
-        ledger.reconcile()  # recovery: trials a killed optarena left running, its leftovers
-        try:
-            run, where = run_harness(config, ledger, progress=lambda m: err_console.print(m))
-        except KeyboardInterrupt:
-            raise interrupted("harness run interrupted; what it did is recorded") from None
+    if not demo and (task is None or agent is None):
+        raise OptarenaError("--task and --agent are required (or --demo for the offline demo)")
+    if not demo and agent is not None and not runner_class(agent).can_resume:
+        raise OptarenaError(
+            f"agent '{agent}' cannot resume a session (reflection and build continue the "
+            "attempt's session): use claude or codex; for an offline smoke test of the loop, "
+            "`optarena harness run --demo`"
+        )
+    the_task = resolve_task(task or "rmsnorm")
+    args = parse_pairs(agent_arg or [], "--agent-arg")
+    with contextlib.ExitStack() as stack:
+        if demo:  # the scripted model server runs for the whole loop
+            offline = stack.enter_context(demo_agent(agent or "claude", the_task, task_state))
+            agent, args = offline.agent, {**offline.agent_args, **args}
+            budget_s = budget_s or DEMO_BUDGET_S
+        assert agent is not None
+        config = HarnessConfig(
+            task=the_task,
+            agent=agent,
+            agent_args=args,
+            iterations=iterations,
+            task_state=task_state,
+            attempt=AgentLimits(
+                wall_s=parse_duration("--attempt-timeout", attempt_timeout),
+                max_cost_usd=max_cost_usd,
+            ),
+            reflection_timeout_s=parse_duration("--reflection-timeout", reflection_timeout),
+            build_timeout_s=parse_duration("--build-timeout", build_timeout),
+            repair_attempts=repair_attempts,
+            stop_when=stop_when,
+            measure=not no_measure,
+            budget_s=budget_s,
+            run_dir=run_dir,
+            registry=registry,
+            final_build=not no_final_build,
+        )
+        with Ledger.open(ledger_dir) as ledger:
+            ledger.reconcile()  # recovery: trials a killed optarena left running, its leftovers
+            try:
+                run, where = run_harness(config, ledger, progress=lambda m: err_console.print(m))
+            except KeyboardInterrupt:
+                raise interrupted("harness run interrupted; what it did is recorded") from None
     show_run(run, where)
     accepted = any(it.verdict == "accepted" for it in run.iterations)
     raise typer.Exit(0 if accepted else 1)
+
+
+DEMO_BUDGET_S = 2.0  # the demo's judge measures briefly: it shows the loop, not a speed-up
 
 
 def _money(value: float | None, unknown: int = 0) -> str:
@@ -168,7 +203,7 @@ def show_run(run: HarnessRun, where: Path) -> None:
         + (f" ({escape(run.stopped_because)})" if run.stopped_because else "")
     )
     for it in run.iterations:
-        speed = f"{it.speed_ratio:.2f}x time" if it.speed_ratio is not None else "no speed"
+        speed = speed_words(1 / it.speed_ratio) if it.speed_ratio else "no speed"
         console.print(
             f" it{it.iteration} trial {it.trial_id or '-'} from {it.started_from}: verdict "
             f"{it.verdict or '-'} {','.join(it.reason_codes)} {speed}"

@@ -1,4 +1,8 @@
-"""Human views of speed results: a short table per comparison and a progress bar while timing."""
+"""Human views of speed results: a short table per comparison and a progress bar while timing.
+
+Speed reads one way everywhere (`optarena.report.speed_words`): `1.16x faster`, `1.08x slower`,
+from the speed-up (the baseline's time over the candidate's); JSON keeps `speedup` and the time
+`ratio` beside it."""
 
 from __future__ import annotations
 
@@ -11,7 +15,17 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from optarena.cli._safe import escape
-from optarena.records import AAControl, AnyMetrics, Comparison, ExternalMetrics, Metrics, Summary
+from optarena.records import (
+    LEGACY_NOTE,
+    AAControl,
+    AnyMetrics,
+    Comparison,
+    ExternalMetrics,
+    LegacyMetrics,
+    Metrics,
+    Summary,
+)
+from optarena.report import interval_words, speed_words
 
 VERDICT_COLORS = {
     "improved": "green",
@@ -30,47 +44,55 @@ def duration(ns: float) -> str:
 
 
 def _ratio(summary: Summary) -> str:
-    if summary.ratio is None:
+    """A speed-up in words with its interval (`optarena.report.speed_words`)."""
+    if summary.speedup is None:
         return "-"
-    ci = summary.ratio_ci
-    span = f" ({ci[0]:.3f} .. {ci[1]:.3f})" if ci else " (no interval)"
-    return f"{summary.ratio:.3f}{span}"
+    return f"{speed_words(summary.speedup)} ({interval_words(summary.speedup_ci)})"
 
 
 def speed_text(metrics: AnyMetrics | None, verdict: str | None = None) -> str:
-    """The speed result in a few words: `0.80x baseline (-20%), interval 0.75..0.88, improved`
-    (time of the candidate over the baseline's); why there is none when there is none."""
+    """The speed result in a few words: `1.25x faster, interval 1.14x..1.33x faster,
+    improved`; why there is none when there is none. An older protocol's figure is shown as
+    such: it is never compared with today's."""
     if metrics is None:
         return "none (rejected)" if verdict == "rejected" else "not measured"
+    if isinstance(metrics, LegacyMetrics):
+        return legacy_text(metrics)
     o = metrics.overall
-    ratio, ci = o.ratio, o.ratio_ci
-    if ratio is None:
+    if o.speedup is None:
         return f"no estimate, {o.verdict}"
-    span = f"interval {ci[0]:.2f}..{ci[1]:.2f}" if ci else "no interval"
-    return f"{ratio:.2f}x baseline ({ratio - 1:+.0%}), {span}, {o.verdict}"
+    return f"{speed_words(o.speedup)}, {interval_words(o.speedup_ci)}, {o.verdict}"
+
+
+def legacy_text(m: LegacyMetrics) -> str:
+    o = m.overall
+    figure = speed_words(o.speedup) if o is not None else "no estimate"
+    return f"older protocol (v{m.protocol_version}): {figure}, {m.verdict or 'no verdict'}"
 
 
 def speed_markup(metrics: AnyMetrics | None, verdict: str | None = None) -> str:
     """`speed_text` with its verdict coloured."""
     text = escape(speed_text(metrics, verdict))
-    v = metrics.overall.verdict if metrics is not None else None
+    v = metrics.verdict if metrics is not None else None
     if v and text.endswith(v):
         text = text[: -len(v)] + _verdict(v)
     return text
 
 
 def result_cell(metrics: AnyMetrics | None, verdict: str | None, codes: list[str]) -> str:
-    """A table cell: the reason codes of a rejection, else the speed ratio and its verdict."""
+    """A table cell: the reason codes of a rejection, else the speed and its verdict."""
     if verdict == "rejected" or codes:
         return escape(", ".join(codes)) or "-"
     if verdict is None:
         return "-"
     if metrics is None:
         return "not measured"
+    if isinstance(metrics, LegacyMetrics):
+        return escape(legacy_text(metrics))
     o = metrics.overall
-    if o.ratio is None:
+    if o.speedup is None:
         return _verdict(o.verdict)
-    return f"{o.ratio:.2f}x ({o.ratio - 1:+.0%}) {_verdict(o.verdict)}"
+    return f"{speed_words(o.speedup)} {_verdict(o.verdict)}"
 
 
 def _verdict(v: str) -> str:
@@ -110,8 +132,8 @@ def why_inconclusive(c: Comparison) -> list[str]:
             ]
         else:
             lines = [
-                f"inconclusive: the estimate {ratio - 1:+.1%} is too close to the minimum effect "
-                f"+-{m:.1%} for an interval of +-{half:.1%} to fall on one side"
+                f"inconclusive: the estimate ({speed_words(1 / ratio)}) is too close to the "
+                f"minimum effect +-{m:.1%} for an interval of +-{half:.1%} to fall on one side"
             ]
     if stop.reason in ("budget", "deadline"):
         if ci:
@@ -155,7 +177,7 @@ def comparison_view(c: Comparison, title: str | None = None) -> RenderableType:
     table.add_column("workload")
     table.add_column(str(arms.get("a", "a"))[-28:], justify="right")
     table.add_column(str(arms.get("b", "b"))[-28:], justify="right")
-    table.add_column("time b/a (95% interval)", justify="right")
+    table.add_column("speed of b (95% interval)", justify="right")
     table.add_column("verdict")
     for w in c.workloads:
         s = w.summary
@@ -180,6 +202,8 @@ def metrics_view(m: AnyMetrics) -> RenderableType:
     an external benchmark's rounds."""
     if isinstance(m, ExternalMetrics):
         return benchmark_view(m)
+    if isinstance(m, LegacyMetrics):
+        return escape(f"{legacy_text(m)}; {LEGACY_NOTE}")
     return _paired_view(m)
 
 
@@ -190,7 +214,7 @@ def _paired_view(m: Metrics) -> RenderableType:
         o = m.aa.comparison.overall
         floor_s = "unknown" if floor is None else f"+-{floor:.1%}"
         parts.append(
-            f"A/A control: {_verdict(o.verdict)}, ratio {_ratio(o)}; noise floor "
+            f"A/A control: {_verdict(o.verdict)}, {_ratio(o)}; noise floor "
             f"{floor_s} (effects inside it are never improved/regressed)"
         )
         warning = aa_warning(m.aa, m.protocol.min_effect)
@@ -227,7 +251,8 @@ def benchmark_view(m: ExternalMetrics) -> RenderableType:
         table.add_row(*row)
     o = m.overall
     lines = [
-        f"ratio {_ratio(o)} ({escape(m.ratio_meaning)}): {_verdict(o.verdict)}",
+        f"{_ratio(o)} (ratio {o.ratio if o.ratio is not None else '-'}: "
+        f"{escape(m.ratio_meaning)}): {_verdict(o.verdict)}",
         escape(o.why),
         escape(
             f"stopped: {m.stop.reason} after {m.stop.rounds} rounds (budget {m.stop.budget_s:g} s)"

@@ -98,11 +98,17 @@ def init_cmd(
         raise OptarenaError(f"{directory} exists and is not a directory")
     if directory.is_dir() and any(directory.iterdir()) and not force:
         raise OptarenaError(f"{directory} is not empty; pass --force to write into it")
-    directory.mkdir(parents=True, exist_ok=True)
-    for rel in t.editable_files(t.baseline_dir):
-        (directory / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(t.baseline_dir / rel, directory / rel)
-    shutil.copyfile(t.prompt_path, directory / "TASK.md")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for rel in t.editable_files(t.baseline_dir):
+            (directory / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(t.baseline_dir / rel, directory / rel)
+        shutil.copyfile(t.prompt_path, directory / "TASK.md")
+    except OSError as e:  # read-only, a file in the way, no space: the user's to fix
+        where = e.filename or directory
+        raise OptarenaError(
+            f"{directory}: cannot write the workspace: {where}: {e.strerror}"
+        ) from None
     console.print(f"wrote {directory}: TASK.md and {', '.join(t.editable_files(t.baseline_dir))}")
 
 

@@ -9,6 +9,7 @@ import typer
 
 from optarena.agents import AgentLimits, AgentStatus, known_runners
 from optarena.cli._app import app, console, err_console, interrupted
+from optarena.cli._compare import EffectOpt
 from optarena.cli._render import brief, verdict_markup
 from optarena.cli._safe import escape, json_text
 from optarena.cli._speed_view import metrics_view, speed_markup
@@ -22,7 +23,7 @@ from optarena.cli._trial_views import (
 )
 from optarena.errors import OptarenaError
 from optarena.ledger import Ledger, TrialRecord, TrialState, TrialVerdict
-from optarena.records import load_tool_call
+from optarena.records import calls_of, load_tool_call
 from optarena.runs import TrialConfig, TrialInterrupted, WorkspaceLimits, rejudge, run_trial
 from optarena.tasks import Task, resolve_task
 from optarena.tasks.external import FrozenExternal
@@ -329,43 +330,48 @@ def show_cmd(
 
 def tool_call_lines(ledger: Ledger, record: TrialRecord) -> list[str]:
     """The task-tool calls the agent made (`--task-tools`), from the log optarena's server
-    wrote: advice the agent got, never part of the verdict."""
+    wrote: advice the agent got, never part of the verdict. A call the server never ended
+    (the agent quit mid-call) shows as cut off."""
     sha = record.artifacts.get("logs/tool_calls.jsonl")
     if not sha or not ledger.store.has(sha):
         return []
-    calls = [
+    calls = calls_of(
         load_tool_call(line, f"trial {record.id}: logs/tool_calls.jsonl:{i}")
         for i, line in enumerate(ledger.store.read_text(sha).splitlines(), 1)
         if line.strip()
-    ]
-    total = sum(c.duration_s for c in calls)
+    )
+    total = sum(c.duration_s or 0.0 for c in calls)
     out = [f"task-tool calls: {len(calls)}, {total:.1f} s (advice to the agent, not evidence)"]
     for c in calls:
         verdict = f" -> {c.verdict}" if c.verdict else ""
         error = f" ({c.error})" if c.error else ""
-        out.append(
-            f"  {c.started_at[11:19]} {c.tool:<18} {c.duration_s:6.2f} s {c.status}{verdict}{error}"
-        )
+        took = "     ?" if c.duration_s is None else f"{c.duration_s:6.2f}"
+        out.append(f"  {c.started_at[11:19]} {c.tool:<18} {took} s {c.status}{verdict}{error}")
     return out
 
 
 @trial_app.command("rejudge")
 def rejudge_cmd(
     trial: Annotated[str, typer.Argument(help="trial id or a unique prefix")],
-    no_measure: NoMeasureOpt = False,
+    measure: Annotated[
+        bool | None,
+        typer.Option("--measure/--no-measure", help="override the trial's: measure speed or not"),
+    ] = None,
     budget_s: BudgetOpt = None,
+    min_effect: EffectOpt = None,
     ledger_dir: LedgerOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Judge a trial's stored candidate again; adds a judgement, keeps the earlier ones."""
+    """Judge a trial's stored candidate again, with the settings it was judged with (each
+    option given overrides one, and is noted); adds a judgement, keeps the earlier ones."""
+    given = {"measure": measure, "budget_s": budget_s, "min_effect": min_effect}
     with Ledger.open(ledger_dir) as ledger:
         try:
             with err_console.status(f"re-judging {trial}") as status:
                 record, judgement, notes = rejudge(
                     ledger,
                     trial,
-                    measure=not no_measure,
-                    budget_s=budget_s,
+                    changes={k: v for k, v in given.items() if v is not None},
                     progress=lambda msg, _f: status.update(f"re-judging {trial}: {msg}"),
                 )
         except KeyboardInterrupt:

@@ -9,14 +9,18 @@ from optarena.experiments._compare import (
     TrialRow,
     compare_experiment,
 )
-from optarena.experiments._execute import (
-    ExperimentState,
-    experiment_state,
-    run_experiment,
-    trial_config,
-)
+from optarena.experiments._execute import run_experiment, trial_config
 from optarena.experiments._plan import ExperimentPlan, LoadedPlan, load_plan
-from optarena.experiments._schedule import ScheduledTrial, drift, freeze, lock_path, schedule
+from optarena.experiments._schedule import (
+    ScheduledTrial,
+    drift,
+    freeze,
+    frozen_cells,
+    lock_path,
+    plan_identity,
+    schedule,
+)
+from optarena.experiments._state import ExperimentState, experiment_state
 
 __all__ = [
     "ConditionSummary",
@@ -32,8 +36,10 @@ __all__ = [
     "drift",
     "experiment_state",
     "freeze",
+    "frozen_cells",
     "load_plan",
     "lock_path",
+    "plan_identity",
     "run_experiment",
     "schedule",
     "trial_config",

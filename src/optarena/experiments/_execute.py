@@ -1,10 +1,13 @@
 """Running a plan: every scheduled trial into the ledger, resumable after any interruption.
 
-Each trial is tagged (labels) with the experiment, its plan hash, condition, repetition and
-key; resuming reads those tags back: a trial with a complete row is kept, an interrupted one
-stays on record and its key runs again, so nothing is lost and nothing is duplicated. Agents
-may run in parallel (`max_parallel`), judging never does: timed measurements on a shared
-machine would disturb each other.
+Each trial is tagged (labels) with the experiment, its plan hash, its cell's hash, condition,
+repetition and key; resuming reads those tags back (`optarena.experiments._state`): a key with
+a complete trial is kept, an interrupted one stays on record and its key runs again, so
+nothing is lost and nothing is duplicated. A trial during which optarena raised (whatever
+the agent or candidate did to cause it) is recorded as interrupted by `run_trial` and its key
+retried up to the plan's `retries`, then counted as failed: one trial never stops the others.
+Agents may run in parallel (`max_parallel`), judging never does: timed measurements on a
+shared machine would disturb each other.
 """
 
 from __future__ import annotations
@@ -12,23 +15,27 @@ from __future__ import annotations
 import dataclasses
 import shlex
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from optarena.agents import AgentLimits, RunContext
-from optarena.errors import OptarenaError
 from optarena.experiments._plan import LoadedPlan
-from optarena.experiments._schedule import ScheduledTrial, artifacts_sha256, schedule
+from optarena.experiments._schedule import ScheduledTrial, artifacts_sha256
+from optarena.experiments._state import (
+    CELL_LABEL,
+    EXPERIMENT_LABEL,
+    KEY_LABEL,
+    LABEL_DIGITS,
+    PLAN_LABEL,
+    ExperimentState,
+    experiment_state,
+)
 from optarena.judge import JudgeOptions, JudgeResult, judge
 from optarena.ledger import Ledger, TrialRecord
 from optarena.runs import TrialConfig, TrialHook, run_trial
 from optarena.tasks import Task
 
-EXPERIMENT_LABEL = "experiment"
-KEY_LABEL = "experiment_key"
 # The agent's processes see their trial's key (task/condition/repetition): a scripted agent can
 # seed itself from it and behave the same when an experiment is re-run.
 KEY_ENV = "OPTARENA_EXPERIMENT_KEY"
@@ -44,41 +51,7 @@ class _Env(TrialHook):
         return dataclasses.replace(context, env={**context.env, **self.env})
 
 
-@dataclass
-class ExperimentState:
-    """Where a plan stands in a ledger: its trials by key, newest first."""
-
-    plan: LoadedPlan
-    schedule: list[ScheduledTrial]
-    rows: dict[str, list[TrialRecord]] = field(default_factory=dict)
-
-    def done(self, key: str) -> TrialRecord | None:
-        return next((r for r in self.rows.get(key, []) if r.state == "complete"), None)
-
-    @property
-    def pending(self) -> list[ScheduledTrial]:
-        return [s for s in self.schedule if self.done(s.key) is None]
-
-    def counts(self) -> dict[str, int]:
-        complete = sum(self.done(s.key) is not None for s in self.schedule)
-        interrupted = sum(r.state == "interrupted" for rs in self.rows.values() for r in rs)
-        return {
-            "scheduled": len(self.schedule),
-            "complete": complete,
-            "pending": len(self.schedule) - complete,
-            "interrupted_rows": interrupted,
-        }
-
-
-def experiment_state(plan: LoadedPlan, ledger: Ledger) -> ExperimentState:
-    state = ExperimentState(plan, schedule(plan))
-    for r in ledger.trials(limit=None):
-        if r.labels.get(EXPERIMENT_LABEL) == plan.name and KEY_LABEL in r.labels:
-            state.rows.setdefault(r.labels[KEY_LABEL], []).append(r)
-    return state
-
-
-def trial_config(plan: LoadedPlan, s: ScheduledTrial) -> TrialConfig:
+def trial_config(plan: LoadedPlan, s: ScheduledTrial, cells: dict[str, str]) -> TrialConfig:
     p = plan.plan
     c = plan.condition(s.condition)
     args = dict(c.agent_args)
@@ -92,7 +65,8 @@ def trial_config(plan: LoadedPlan, s: ScheduledTrial) -> TrialConfig:
         KEY_LABEL: s.key,
         "condition": c.name,
         "repetition": str(s.repetition),
-        "plan_sha256": plan.sha256[:16],
+        PLAN_LABEL: plan.sha256[:LABEL_DIGITS],
+        CELL_LABEL: cells[s.cell][:LABEL_DIGITS],
     }
     art = artifacts_sha256(plan.artifacts[c.name])
     if art is not None:
@@ -111,11 +85,14 @@ def trial_config(plan: LoadedPlan, s: ScheduledTrial) -> TrialConfig:
         labels=labels,
         measure=p.judge.measure,
         budget_s=p.judge.budget_s,
+        min_effect=p.judge.min_effect,
         artifacts=plan.artifacts[c.name],
     )
 
 
 Event = Callable[[str, ScheduledTrial, TrialRecord | None, str], None]
+# kinds: "start"; "end" (a complete record); "error" (the attempt raised: message), then
+# "retry" or "failed" (no attempt left: the key counts as a failure)
 
 
 def run_experiment(
@@ -126,19 +103,16 @@ def run_experiment(
     on_event: Event | None = None,
     judge_fn: Callable[[Task, Path, JudgeOptions], JudgeResult] = judge,
 ) -> ExperimentState:
-    """Run every pending trial; returns the state afterwards. An interruption (Ctrl-C) is
-    recorded by the trial it hit and re-raised; the next run resumes."""
+    """Run every pending key; returns the state afterwards. An interruption (Ctrl-C) is
+    recorded by the trial it hit and re-raised; the next run resumes. Bad input found before a
+    trial is recorded (an agent not installed) raises OptarenaError and stops the run."""
     with Ledger.open(ledger_home) as ledger:
-        ledger.reconcile()
+        ledger.reconcile()  # recovery first: rows a killed run left `running`, its leftovers
         state = experiment_state(plan, ledger)
-    pending = state.pending
     parallel = max(1, max_parallel or plan.plan.experiment.max_parallel)
     judging = threading.Lock()
-    min_effect = plan.plan.judge.min_effect
 
     def locked_judge(task: Task, path: Path, options: JudgeOptions) -> JudgeResult:
-        if min_effect is not None:
-            options = dataclasses.replace(options, min_effect=min_effect)
         with judging:
             return judge_fn(task, path, options)
 
@@ -146,56 +120,86 @@ def run_experiment(
         cond = plan.condition(s.condition)
         with Ledger.open(ledger_home) as ledger:  # one connection per thread
             return run_trial(
-                trial_config(plan, s),
+                trial_config(plan, s, state.cells),
                 ledger,
                 hooks=[_Env({**cond.env, KEY_ENV: s.key})],
                 judge_fn=locked_judge,
             )
 
-    emit = on_event or (lambda *a: None)
+    attempt = _Attempts(plan, ledger_home, state, one, on_event or (lambda *a: None))
     if parallel == 1:
-        for s in pending:
-            emit("start", s, None, "")
-            try:
-                emit("end", s, one(s), "")
-            except OptarenaError as e:
-                emit("error", s, None, str(e))
-                raise
+        for s in state.pending:
+            while attempt(s):
+                pass
     else:
-        _run_parallel(pending, parallel, one, emit)
+        _run_parallel(state.pending, parallel, attempt)
     with Ledger.open(ledger_home) as ledger:
-        return experiment_state(plan, ledger)
+        return experiment_state(plan, ledger, state.cells)
+
+
+class _Attempts:
+    """One attempt at a key; returns True when the key should be tried again."""
+
+    def __init__(
+        self,
+        plan: LoadedPlan,
+        home: Path,
+        state: ExperimentState,
+        one: Callable[[ScheduledTrial], TrialRecord],
+        emit: Event,
+    ) -> None:
+        self.plan, self.home, self.cells = plan, home, state.cells
+        self.rows = {s.key: len(state.rows.get(s.key, [])) for s in state.schedule}
+        self.tries = dict.fromkeys(self.rows, 0)  # failed here, whatever the rows say
+        self.one, self.emit = one, emit
+
+    def __call__(self, s: ScheduledTrial) -> bool:
+        self.emit("start", s, None, "")
+        try:
+            record = self.one(s)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # whatever a trial raised, its row recorded it
+            return self._failed(s, e)
+        self.emit("end", s, record, "")
+        return False
+
+    def _failed(self, s: ScheduledTrial, error: BaseException) -> bool:
+        with Ledger.open(self.home) as ledger:
+            now = experiment_state(self.plan, ledger, self.cells)
+        rows = len(now.rows.get(s.key, []))
+        if rows == self.rows[s.key]:
+            raise error  # nothing was recorded: bad input before the trial began
+        self.rows[s.key] = rows
+        self.tries[s.key] += 1
+        self.emit("error", s, None, f"{type(error).__name__}: {error}")
+        # A row its finish could not write (a full disk) stays `running` until the next
+        # start reconciles it: this run's own count stops the retries all the same.
+        if now.outcome(s.key) == "pending" and self.tries[s.key] <= now.retries:
+            self.emit("retry", s, None, f"attempt {self.tries[s.key] + 1}")
+            return True
+        self.emit("failed", s, None, f"no result after {self.tries[s.key]} attempt(s) in this run")
+        return False
 
 
 def _run_parallel(
-    pending: list[ScheduledTrial],
-    parallel: int,
-    one: Callable[[ScheduledTrial], TrialRecord],
-    emit: Event,
+    pending: list[ScheduledTrial], parallel: int, attempt: Callable[[ScheduledTrial], bool]
 ) -> None:
     queue = list(pending)
-    running: dict[Future[TrialRecord], ScheduledTrial] = {}
+    running: dict[Future[bool], ScheduledTrial] = {}
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         try:
             while queue or running:
                 while queue and len(running) < parallel:
                     s = queue.pop(0)
-                    emit("start", s, None, "")
-                    running[pool.submit(one, s)] = s
+                    running[pool.submit(attempt, s)] = s
                 done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
                 for f in done:
                     s = running.pop(f)
-                    try:
-                        emit("end", s, f.result(), "")
-                    except OptarenaError as e:
-                        emit("error", s, None, str(e))
-                        raise
+                    if f.result():
+                        queue.append(s)
         except BaseException:
             queue.clear()
             for f in running:
                 f.cancel()
             raise
-
-
-def elapsed_since(t0: float) -> float:
-    return time.monotonic() - t0

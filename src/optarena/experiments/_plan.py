@@ -14,8 +14,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from optarena.agents import runner_class
 from optarena.errors import OptarenaError, RecordError, SpecError
-from optarena.records import Condition, ExperimentPlan, migrate_values
+from optarena.records import MAX_TRIALS, Condition, ExperimentPlan, migrate_values
 from optarena.tasks import Task, resolve_task
 from optarena.tasks.external import FrozenExternal, is_external_spec, load_frozen
 
@@ -72,6 +73,10 @@ def load_plan(path: Path) -> LoadedPlan:
         if n in names[:i]:
             raise SpecError(path, f"conditions.{i}.name", f"duplicates the condition '{n}'")
     for i, c in enumerate(plan.conditions):
+        try:
+            runner_class(c.agent)
+        except OptarenaError as e:
+            raise SpecError(path, f"conditions.{i}.agent", str(e)) from None
         if c.agent == "command" and not (c.command or c.agent_args.get("command")):
             raise SpecError(path, f"conditions.{i}.command", "the 'command' agent needs one")
     if plan.compare is not None:
@@ -94,12 +99,23 @@ def load_plan(path: Path) -> LoadedPlan:
         tid = task.id if isinstance(task, Task) else task.spec.id
         if tid in tasks:
             raise SpecError(path, f"experiment.tasks.{i}", f"task '{tid}' is listed twice")
+        if isinstance(task, FrozenExternal) and plan.judge.min_effect is not None:
+            raise SpecError(
+                path, "judge.min_effect", f"does not apply to the external task '{tid}': its "
+                "verdict's threshold is frozen in its spec",
+            )  # fmt: skip
         if isinstance(task, FrozenExternal) and plan.judge.budget_s is not None:
             raise SpecError(
                 path, "judge.budget_s", f"does not apply to the external task '{tid}': its "
                 "benchmark budget is frozen in its spec ([measurement] budget_s)",
             )  # fmt: skip
         tasks[tid] = task
+    trials = len(tasks) * len(plan.conditions) * plan.experiment.repetitions
+    if trials > MAX_TRIALS:
+        raise SpecError(
+            path, "experiment.repetitions", f"schedules {trials:,} trials; at most "
+            f"{MAX_TRIALS:,} (tasks x conditions x repetitions) are run from one plan",
+        )  # fmt: skip
     artifacts: dict[str, Path | None] = {}
     for i, c in enumerate(plan.conditions):
         if not c.artifacts:

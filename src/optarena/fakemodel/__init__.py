@@ -4,6 +4,7 @@ demos (`optarena fake-model`); never a real model.
 """
 
 from optarena.fakemodel._conversation import Conversation, ToolCall, ToolResult, parse_request
+from optarena.fakemodel._harness_script import HarnessPlan, HarnessScript
 from optarena.fakemodel._script import (
     SCRIPT_NAMES,
     USAGE,
@@ -22,6 +23,8 @@ __all__ = [
     "USAGE",
     "Conversation",
     "FakeModelServer",
+    "HarnessPlan",
+    "HarnessScript",
     "LongStreamScript",
     "Reply",
     "Script",

@@ -1,6 +1,7 @@
 """The judge: correctness in a separate worker process, compared with an independent oracle;
 then speed, paired against the baseline (or any other candidate) with an A/A control."""
 
+from optarena.judge import _stats as stats  # the one statistics module (experiments too)
 from optarena.judge._compare import CompareResult, aa_control, compare
 from optarena.judge._external import BaseRun, BrokenTaskError, check_base, judge_external
 from optarena.judge._judge import JudgeOptions, judge, new_seed
@@ -26,5 +27,6 @@ __all__ = [
     "judge",
     "judge_external",
     "new_seed",
+    "stats",
     "verify_judge",
 ]

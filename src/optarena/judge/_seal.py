@@ -1,10 +1,10 @@
 """The judge's seal: hashes of everything that decides a verdict, before and after judging.
 
-What is hashed: the judge's code in use (the loaded judge and sandbox modules and the files the
-worker runs), the whole task package, and the oracle and generator files on their own. The oracle
-and generator are imported before the candidate's worker starts, so a change made while it runs
-cannot alter the code the judge uses; a mismatch afterwards rejects the candidate with
-`judge_tampered` all the same, because something that should be unreachable was reached.
+What is hashed: the judge's code in use (the loaded modules of the judging code manifest and the
+files the worker runs), the whole task package, and the oracle and generator files on their own.
+The oracle and generator are imported before the candidate's worker starts, so a change made
+while it runs cannot alter the code the judge uses; a mismatch afterwards rejects the candidate
+with `judge_tampered` all the same, because something that should be unreachable was reached.
 
 This detects drift, not every kind of malice: a process that can write these files could also
 change them and put them back before the second hash. The sandbox (a dedicated uid, the task
@@ -14,12 +14,19 @@ package hidden) is what keeps the candidate from writing them in the first place
 from __future__ import annotations
 
 import hashlib
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from optarena.errors import OptarenaError
-from optarena.identity import hash_files, hash_tree, installation_changes, sha256_bytes
+from optarena.identity import (
+    PACKAGE_DIR,
+    hash_files,
+    hash_tree,
+    installation_changes,
+    judging_code,
+    loaded_files,
+    sha256_bytes,
+)
 from optarena.tasks import Task
 
 
@@ -38,15 +45,11 @@ _WORKER_SIDE = ("worker/_loop.py", "worker/_wire.py", "worker/_guard.py")
 
 
 def judge_code_files() -> list[Path]:
-    """The judge code in use: loaded modules of the judge and sandbox packages, identity, and
-    the files the worker runs. (Files merely present in the tree do not judge anything.)"""
-    pkg = Path(__file__).resolve().parent.parent
-    files = {pkg / "identity.py", *(pkg / "judge" / f for f in _WORKER_SIDE)}
-    for name, module in list(sys.modules.items()):
-        if name.startswith(("optarena.judge", "optarena.sandbox")):
-            path = getattr(module, "__file__", None)
-            if path:
-                files.add(Path(path).resolve())
+    """The judge code in use: the loaded modules of the judging code manifest
+    (`identity.JUDGING_CODE`) and the files the worker runs. (Files merely present in the tree
+    do not judge anything.)"""
+    files = {PACKAGE_DIR / "judge" / f for f in _WORKER_SIDE}
+    files |= {PACKAGE_DIR / rel for rel in loaded_files() if judging_code(rel)}
     return sorted(files)
 
 

@@ -29,7 +29,7 @@ API for other parts of optarena:
 """
 
 from optarena.ledger._ledger import Ledger, process_start_ticks, utc_now
-from optarena.ledger._paths import ENV_VAR, default_home, resolve_home
+from optarena.ledger._paths import DB_NAME, ENV_VAR, default_home, resolve_home
 from optarena.ledger._schema import MIGRATIONS, SCHEMA_VERSION, Migration
 from optarena.ledger._store import ArtifactStore, TreeManifest
 from optarena.records import (
@@ -45,6 +45,7 @@ from optarena.records import (
 )
 
 __all__ = [
+    "DB_NAME",
     "ENV_VAR",
     "MIGRATIONS",
     "SCHEMA_VERSION",

@@ -122,6 +122,10 @@ class ToolsHost:
         for child in children:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=5)  # ends when the relay closes its side
+            if child.poll() is None:  # a call still running: the server records it cut off
+                child.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=5)
             if child.poll() is None:
                 child.kill()
                 child.wait()

@@ -7,6 +7,9 @@ server itself keeps running.
 from __future__ import annotations
 
 import json
+import os
+import signal
+from types import FrameType
 from typing import Any
 
 import anyio
@@ -28,9 +31,10 @@ def build_server(tools: TaskTools) -> MCPServer:
     one_at_a_time = anyio.Lock()  # calls sent side by side queue: a judgement per server
 
     async def run(tool: str, arguments: dict[str, Any]) -> str:
+        received = tools.begin(tool, arguments)  # on record while it waits its turn
         try:
             async with one_at_a_time:
-                out = await anyio.to_thread.run_sync(tools.call, tool, arguments)
+                out = await anyio.to_thread.run_sync(tools.call, tool, arguments, received)
         except ToolInputError as e:
             raise ToolError(str(e)) from None
         except Exception as e:  # the judge failed: say so, keep serving
@@ -69,6 +73,17 @@ def build_server(tools: TaskTools) -> MCPServer:
     return server
 
 
+CUT_OFF = "the server was stopped (SIGTERM) with the call unfinished: the agent had quit"
+
+
 def serve_stdio(tools: TaskTools) -> None:
-    """Serve until the client closes stdin."""
+    """Serve until the client closes stdin. SIGTERM (the host stopping a server whose agent
+    has quit while a call runs) records the calls in flight as cut off, then exits at once:
+    the judge's children die with it (their parent-death signal)."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        tools.cut_off(CUT_OFF)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
     anyio.run(build_server(tools).run_stdio_async)

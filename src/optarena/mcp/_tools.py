@@ -3,19 +3,23 @@
 Every call judges a fresh copy of the editable files on inputs from a new secret seed (the
 judge draws one per judgement), in the same sandbox as any judgement. Results carry verdicts,
 reason codes and how far off an output was, never an expected value of the oracle, and never
-the seed. Each call is appended to the telemetry log by this process, not by the agent.
+the seed. Each call is appended to the telemetry log by this process, not by the agent: when it
+arrives and when it ends, or is cut off by the server's stop.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
+import secrets
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +27,7 @@ from typing import Any, Literal
 from optarena.judge import JudgeOptions, JudgeResult, judge
 from optarena.mcp._errors import ToolInputError
 from optarena.mcp._profile import MAX_CALLS, MAX_TOP, profile_candidate
-from optarena.records import ToolCallRecord
+from optarena.records import ToolCallRecord, ToolCallStatus
 from optarena.sandbox import UntrustedFileError, copy_untrusted
 from optarena.tasks import Task, in_scope
 
@@ -40,8 +44,9 @@ _EXPECTED_VALUE = re.compile(
 
 
 class Telemetry:
-    """Appends one JSON line per tool call; each line is flushed and synced before the result
-    goes back, so a killed server loses no call it answered."""
+    """Appends one JSON line when a call arrives and one when it ends (or is cut off), each in
+    one `write` to a file opened with O_APPEND, then synced: a killed server loses no call it
+    received. One write per line needs no lock, so the SIGTERM handler can write too."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -60,6 +65,29 @@ class Telemetry:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A call received and not yet ended."""
+
+    call_id: str
+    tool: str
+    arguments_sha256: str
+    started_at: str
+    t0: float
+
+    def record(self, status: ToolCallStatus, **fields: Any) -> ToolCallRecord:
+        duration = None if status == "started" else round(time.monotonic() - self.t0, 4)
+        return ToolCallRecord(
+            call_id=self.call_id,
+            tool=self.tool,
+            arguments_sha256=self.arguments_sha256,
+            started_at=self.started_at,
+            duration_s=duration,
+            status=status,
+            **fields,
+        )
 
 
 def _digest(arguments: dict[str, Any]) -> str:
@@ -96,6 +124,9 @@ class TaskTools:
         self.telemetry = telemetry
         self.max_budget_s = max_budget_s
         self._judge = judge_fn
+        self._session = secrets.token_hex(4)  # call ids unique among servers sharing a log
+        self._ids = itertools.count(1)
+        self._in_flight: dict[str, _Call] = {}
 
     # -- the tools ------------------------------------------------------------------------
 
@@ -166,46 +197,64 @@ class TaskTools:
 
     # -- telemetry around every call ------------------------------------------------------
 
-    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Run `tool` and record the call, whatever happens (ToolInputError re-raised)."""
-        started = datetime.now(UTC).isoformat(timespec="milliseconds")
-        t0 = time.monotonic()
+    def begin(self, tool: str, arguments: dict[str, Any]) -> _Call:
+        """Record a call as it arrives (before it waits its turn): it is on record even if
+        the server never gets to end it."""
+        call = _Call(
+            call_id=f"{self._session}-{next(self._ids)}",
+            tool=tool,
+            arguments_sha256=_digest(arguments),
+            started_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            t0=time.monotonic(),
+        )
+        self._in_flight[call.call_id] = call
+        self.telemetry.write(call.record("started"))
+        return call
+
+    def cut_off(self, why: str) -> None:
+        """Record every call still running as cut off (the server is being stopped)."""
+        for call in list(self._in_flight.values()):
+            if self._in_flight.pop(call.call_id, None) is not None:
+                self.telemetry.write(call.record("cut_off", error=why))
+
+    def call(
+        self, tool: str, arguments: dict[str, Any], received: _Call | None = None
+    ) -> dict[str, Any]:
+        """Run `tool` and record its end, whatever happens (ToolInputError re-raised)."""
+        call = received or self.begin(tool, arguments)
         status: Literal["ok", "error"] = "ok"
         error = None
         out: dict[str, Any] = {}
         try:
-            if tool == "task_info":
-                out = self.task_info()
-            elif tool == "check_correctness":
-                out = self.check_correctness()
-            elif tool == "measure":
-                out = self.measure(arguments.get("budget_s"))
-            elif tool == "profile":
-                out = self.profile(
-                    arguments.get("workload"), arguments.get("calls"), arguments.get("top")
-                )
-            else:
-                known = ", ".join(TOOL_NAMES)
-                raise ToolInputError(f"unknown tool {tool!r}; the tools are {known}")
+            out = self._dispatch(tool, arguments)
             return out
         except Exception as e:
             status, error = "error", f"{type(e).__name__}: {e}"
             raise
         finally:
             speed = out.get("speed") if isinstance(out.get("speed"), dict) else None
-            verdict = (speed or {}).get("verdict") or out.get("verdict")
-            self.telemetry.write(
-                ToolCallRecord(
-                    tool=tool,
-                    arguments_sha256=_digest(arguments),
-                    started_at=started,
-                    duration_s=round(time.monotonic() - t0, 4),
-                    status=status,
-                    result_bytes=len(json.dumps(out, default=str)) if status == "ok" else 0,
-                    verdict=verdict,
-                    error=error,
+            if self._in_flight.pop(call.call_id, None) is not None:  # else cut off already
+                self.telemetry.write(
+                    call.record(
+                        status,
+                        result_bytes=len(json.dumps(out, default=str)) if status == "ok" else 0,
+                        verdict=(speed or {}).get("verdict") or out.get("verdict"),
+                        error=error,
+                    )
                 )
+
+    def _dispatch(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if tool == "task_info":
+            return self.task_info()
+        if tool == "check_correctness":
+            return self.check_correctness()
+        if tool == "measure":
+            return self.measure(arguments.get("budget_s"))
+        if tool == "profile":
+            return self.profile(
+                arguments.get("workload"), arguments.get("calls"), arguments.get("top")
             )
+        raise ToolInputError(f"unknown tool {tool!r}; the tools are {', '.join(TOOL_NAMES)}")
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from optarena.records._agent import AgentLimits, AgentOutcome, AgentStatus, Usag
 from optarena.records._calls import CALL_RECORD_VERSION, CallRecord
 from optarena.records._experiment import (
     COMPARISON_SCHEMA_VERSION,
+    MAX_TRIALS,
     PLAN_SCHEMA_VERSION,
     CompareSection,
     Condition,
@@ -37,6 +38,7 @@ from optarena.records._experiment import (
 )
 from optarena.records._metrics import (
     EXTERNAL_METRICS_VERSION,
+    LEGACY_NOTE,
     METRICS_SCHEMA_VERSION,
     AAControl,
     AnyMetrics,
@@ -47,6 +49,7 @@ from optarena.records._metrics import (
     ExternalMetrics,
     Instructions,
     Integrity,
+    LegacyMetrics,
     Metrics,
     OsCheck,
     OsOutcome,
@@ -70,7 +73,13 @@ from optarena.records._migrate import (
     migrate_values,
 )
 from optarena.records._paths import TrialPaths
-from optarena.records._tool_calls import TELEMETRY_SCHEMA_VERSION, ToolCallRecord
+from optarena.records._tool_calls import (
+    NO_END,
+    TELEMETRY_SCHEMA_VERSION,
+    ToolCallRecord,
+    ToolCallStatus,
+    calls_of,
+)
 from optarena.records._trial import (
     TRIAL_RECORD_VERSION,
     AgentInfo,
@@ -89,8 +98,11 @@ __all__ = [
     "CALL_RECORD_VERSION",
     "COMPARISON_SCHEMA_VERSION",
     "EXTERNAL_METRICS_VERSION",
+    "LEGACY_NOTE",
+    "MAX_TRIALS",
     "METRICS_SCHEMA_VERSION",
     "MIGRATIONS",
+    "NO_END",
     "PLAN_SCHEMA_VERSION",
     "TELEMETRY_SCHEMA_VERSION",
     "TRIAL_RECORD_VERSION",
@@ -120,6 +132,7 @@ __all__ = [
     "JudgeSettings",
     "Judgement",
     "JudgementKind",
+    "LegacyMetrics",
     "LimitsSection",
     "Metrics",
     "OsCheck",
@@ -134,6 +147,7 @@ __all__ = [
     "Summary",
     "TaskInfo",
     "ToolCallRecord",
+    "ToolCallStatus",
     "Total",
     "TreatmentComparison",
     "TrialPaths",
@@ -144,6 +158,7 @@ __all__ = [
     "Usage",
     "VerdictName",
     "WorkloadMetrics",
+    "calls_of",
     "load_call",
     "load_judgement",
     "load_tool_call",

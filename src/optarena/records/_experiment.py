@@ -5,9 +5,13 @@ Loading, scheduling and the statistics are in `optarena.experiments`; only the s
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 PLAN_SCHEMA_VERSION = 1
+MAX_REPETITIONS = 10_000
+MAX_TRIALS = 100_000  # tasks x conditions x repetitions: a schedule is built whole, in memory
 
 
 class _Strict(BaseModel):
@@ -17,9 +21,19 @@ class _Strict(BaseModel):
 class ExperimentSection(_Strict):
     name: str = Field(min_length=1, description="the experiment's name, also its ledger tag")
     seed: int = Field(default=0, ge=0, description="trial order and per-trial seeds derive from it")
-    repetitions: int = Field(ge=1, description="trials per (task, condition)")
+    repetitions: int = Field(
+        ge=1, le=MAX_REPETITIONS, strict=True, description="trials per (task, condition)"
+    )
     tasks: list[str] = Field(min_length=1, description="built-in ids or task directories")
-    max_parallel: int = Field(default=1, ge=1, description="agents running at once")
+    max_parallel: int = Field(default=1, ge=1, le=256, description="agents running at once")
+    retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        strict=True,
+        description="how often a trial that ended without a result (optarena's process raised "
+        "or died during it) runs again; after that its key counts as a failure",
+    )
 
 
 class LimitsSection(_Strict):
@@ -67,29 +81,38 @@ class ExperimentPlan(_Strict):
     compare: CompareSection | None = None
 
 
-COMPARISON_SCHEMA_VERSION = 2  # 2: metered and agent-reported tokens and cost apart
+COMPARISON_SCHEMA_VERSION = 3  # 2: metered and agent-reported apart; 3: failed and pending keys
 
 
 class TrialRow(BaseModel):
-    """One trial as the comparison uses it."""
+    """One scheduled key as the comparison uses it: its complete trial, or its failure."""
 
-    trial_id: str
+    trial_id: str = Field(description="the complete trial; for a failed key its last attempt")
     task: str
     condition: str
     repetition: int
+    outcome: Literal["complete", "failed"] = Field(
+        description="failed: no trial of the key completed after its retries (counted as a "
+        "failure: not accepted, effective speed-up 1.0)"
+    )
+    attempts: int = Field(description="trials recorded for the key, interrupted ones included")
     agent_status: str | None
     verdict: str | None
     speedup: float | None = Field(description="baseline time / candidate time; None unmeasured")
     speed_verdict: str | None
     effective_speedup: float
     metered_tokens: int | None = Field(
-        description="input + output tokens optarena's proxy measured; None: unknown or not metered"
+        description="input + output tokens optarena's proxy measured, over every attempt of "
+        "the key; None: unknown or not metered for any of them"
     )
-    metered_cost_usd: float | None = Field(description="None: unknown or not metered")
+    metered_cost_usd: float | None = Field(
+        description="over every attempt; None: unknown or not metered for any"
+    )
     reported_tokens: int | None = Field(
-        description="input + output tokens the agent reported (unchecked); None: unknown"
+        description="input + output tokens the agent reported (unchecked), every attempt; "
+        "None: unknown for any"
     )
-    reported_cost_usd: float | None = Field(description="the agent's own report, unchecked")
+    reported_cost_usd: float | None = Field(description="the agent's own reports, unchecked")
     agent_wall_s: float | None
     wall_s: float | None = Field(description="the whole trial, all phases")
     identity: str = Field(description="task, judge and runtime hashes: pairs must share it")
@@ -104,7 +127,13 @@ class Total(BaseModel):
 
 class ConditionSummary(BaseModel):
     name: str
-    trials: int
+    task: str | None = Field(default=None, description="set in `by_task`: one task's trials")
+    trials: int = Field(description="keys with an outcome: complete or failed")
+    failed: int = Field(description="keys without a complete trial after their retries")
+    pending: int = Field(description="keys not yet run to an outcome")
+    speed_measured: bool = Field(
+        default=True, description="false for a correctness-only plan: every speed figure is null"
+    )
     agent_status: dict[str, int]
     accepted: int
     correctness_rate: float | None
@@ -138,7 +167,10 @@ class TreatmentComparison(BaseModel):
     log_speedup_ci: list[float] | None
     correctness_diff: float | None
     correctness_ci: list[float] | None
-    verdict: str
+    verdict: str = Field(
+        description="better, worse, no_difference or undecided (why says which reason); "
+        "not_measured for a correctness-only plan"
+    )
     why: str
 
 
@@ -148,6 +180,20 @@ class ExperimentComparison(BaseModel):
     plan_sha256: str
     scheduled: int
     complete: int
+    failed: int = Field(description="keys counted as failures: no trial completed")
+    pending: list[str] = Field(
+        description="keys without an outcome yet: the experiment is incomplete, and no "
+        "treatment touching them gets a verdict"
+    )
+    speed_measured: bool = Field(default=True, description="false: [judge] measure = false")
+    interrupted: list[str] = Field(
+        default_factory=list,
+        description="every attempt that ended interrupted: 'trial id (key): error', so none "
+        "goes unmentioned (its key ran again, or failed)",
+    )
     conditions: list[ConditionSummary]
+    by_task: list[ConditionSummary] = Field(
+        default_factory=list, description="per task and condition (`task` set): nothing pooled"
+    )
     comparisons: list[TreatmentComparison]
     trials: list[TrialRow]

@@ -277,5 +277,24 @@ class ExternalMetrics(_Model):
     )
 
 
-AnyMetrics = Annotated[Metrics | ExternalMetrics, Field(discriminator="kind")]
+LEGACY_NOTE = (
+    "measured by an older protocol (the worker timed itself, before the judge-side clocks): "
+    "shown as recorded, never compared with today's figures"
+)
+
+
+class LegacyMetrics(_Model):
+    """Speed metrics of a protocol this optarena no longer measures by (format version 1, the
+    first release's): kept verbatim and listed, marked, and kept out of comparisons with newer
+    ones. Upgrading never hides history: such a trial lists and shows as it was."""
+
+    kind: Literal["legacy_protocol"] = "legacy_protocol"
+    protocol_version: int = Field(description="the metrics format version it was written in")
+    verdict: VerdictName | None = Field(description="the speed verdict as recorded, if readable")
+    overall: Summary | None = Field(description="the overall estimate as recorded, if readable")
+    note: str = LEGACY_NOTE
+    data: dict[str, Any] = Field(description="the metrics exactly as recorded")
+
+
+AnyMetrics = Annotated[Metrics | ExternalMetrics | LegacyMetrics, Field(discriminator="kind")]
 """Whichever metrics a judgement has; `kind` says which."""

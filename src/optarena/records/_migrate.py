@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
 from optarena.errors import RecordError
 from optarena.records._calls import CALL_RECORD_VERSION, CallRecord
 from optarena.records._experiment import COMPARISON_SCHEMA_VERSION, PLAN_SCHEMA_VERSION
+from optarena.records._metrics import Summary, VerdictName
 from optarena.records._tool_calls import TELEMETRY_SCHEMA_VERSION, ToolCallRecord
 from optarena.records._trial import TRIAL_RECORD_VERSION, Judgement, TrialRecord
 
@@ -50,23 +51,41 @@ class RecordMigration:
 def _typed_metrics(data: dict[str, Any]) -> dict[str, Any]:
     """Trial/judgement v1 -> v2: `metrics` became a typed model told apart by `kind`.
     v1 stored the builtin judge's metrics (format version 2) or, from `optarena judge` of an
-    external task, its benchmark's dict, which has `rounds` and no `workloads`."""
+    external task, its benchmark's dict, which has `rounds` and no `workloads`. Metrics of
+    format version 1 (the first release's, before the judge-side clocks) become
+    `LegacyMetrics`: kept and shown, never compared with today's (this step refused them once,
+    and the ledger could not be listed)."""
     m = data.get("metrics")
     if isinstance(m, dict) and "kind" not in m:
         m = dict(m)
         if "rounds" in m and "workloads" not in m:
             m["kind"] = "external_benchmark"
             m.setdefault("schema_version", 1)
+        elif m.get("schema_version", 1) != 2:
+            m = _legacy_metrics(m)
         else:
-            if m.get("schema_version", 1) != 2:
-                raise RecordError(
-                    f"speed metrics of format version {m.get('schema_version', 1)} predate the "
-                    "judge-side clocks and cannot be read as today's metrics"
-                )
             m["kind"] = "paired_calls"
             m["schema_version"] = 3
         data["metrics"] = m
     return data
+
+
+def _legacy_metrics(m: dict[str, Any]) -> dict[str, Any]:
+    """Metrics of an older protocol, verbatim, with what can be read of their verdict."""
+    version = m.get("schema_version", 1)
+    overall = m.get("overall")
+    try:
+        summary = Summary.model_validate(overall).model_dump() if overall is not None else None
+    except ValidationError:
+        summary = None
+    verdict = m.get("verdict")
+    return {
+        "kind": "legacy_protocol",
+        "protocol_version": version if isinstance(version, int) else 1,
+        "verdict": verdict if verdict in get_args(VerdictName) else None,
+        "overall": summary,
+        "data": m,
+    }
 
 
 def _rounds_floor(data: dict[str, Any]) -> dict[str, Any]:
@@ -91,6 +110,12 @@ def _unchanged(data: dict[str, Any]) -> dict[str, Any]:
 
 MIGRATIONS: tuple[RecordMigration, ...] = (
     RecordMigration("trial", 1, "metrics typed, with a kind", _typed_metrics),
+    RecordMigration(
+        "tool_call",
+        1,
+        "a line per start and end, tied by call_id (a v1 line is a whole call)",
+        lambda data: data,
+    ),
     RecordMigration("judgement", 1, "metrics typed, with a kind", _typed_metrics),
     RecordMigration("external_task", 1, "at least 4 rounds before a verdict", _rounds_floor),
     RecordMigration("trial", 2, "usage: lower bounds of unknown counts", _unchanged),

@@ -61,8 +61,15 @@ class ChangedFile(_Model):
 
 
 class JudgeSettings(_Model):
+    """Every option that can change a verdict, as the trial was judged; `trial rejudge` uses
+    these unless told otherwise (the task's own defaults are in its hash)."""
+
     measure: bool = Field(description="speed phase after correctness")
     budget_s: float | None = Field(default=None, description="measurement budget; None = task's")
+    min_effect: float | None = Field(
+        default=None,
+        description="smallest relative change that earns improved/regressed; None = task's",
+    )
 
 
 class Judgement(_Model):

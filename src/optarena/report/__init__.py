@@ -4,5 +4,13 @@ network), Markdown, or JSON, all from the same `ExperimentComparison`."""
 from optarena.report._html import render_html
 from optarena.report._markdown import render_markdown
 from optarena.report._trial import render_trial_html, render_trial_markdown
+from optarena.report._words import interval_words, speed_words
 
-__all__ = ["render_html", "render_markdown", "render_trial_html", "render_trial_markdown"]
+__all__ = [
+    "interval_words",
+    "render_html",
+    "render_markdown",
+    "render_trial_html",
+    "render_trial_markdown",
+    "speed_words",
+]

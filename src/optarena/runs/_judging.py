@@ -51,6 +51,7 @@ def judge_delivery(
     options = JudgeOptions(
         measure=settings.measure and not out_of_scope,
         budget_s=settings.budget_s,
+        min_effect=settings.min_effect,
         progress=progress,
     )
     t0 = time.monotonic()

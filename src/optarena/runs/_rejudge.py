@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from optarena.errors import OptarenaError
@@ -26,19 +26,37 @@ def _task_of(record: TrialRecord) -> TrialTask:
     return trial_task(resolve_task(record.task.id))
 
 
+def _settings(record: TrialRecord, changes: dict[str, object]) -> tuple[JudgeSettings, list[str]]:
+    """The trial's recorded settings with `changes` applied, and a note per change."""
+    unknown = sorted(set(changes) - set(JudgeSettings.model_fields))
+    if unknown:
+        raise OptarenaError(f"unknown judge settings {', '.join(unknown)}")
+    old = record.judge_settings
+    new = JudgeSettings.model_validate({**old.model_dump(), **changes})
+    notes = [
+        f"{k} = {getattr(new, k)!r} instead of the trial's {getattr(old, k)!r}"
+        for k in JudgeSettings.model_fields
+        if getattr(new, k) != getattr(old, k)
+    ]
+    return new, notes
+
+
 def rejudge(
     ledger: Ledger,
     trial_ref: str,
     *,
-    measure: bool = True,
-    budget_s: float | None = None,
+    changes: Mapping[str, object] | None = None,
     progress: Callable[[str, float], None] | None = None,
     judge_fn: JudgeFn | None = None,
 ) -> tuple[TrialRecord, Judgement, list[str]]:
     """Judge the stored candidate of a finished trial again and record the judgement: a
     complete trial, or one interrupted after its delivery was stored (e.g. Ctrl-C while
-    judging). Returns the trial, the new judgement and notes (e.g. the task changed since)."""
+    judging). The settings are the trial's own (`judge_settings`), with `changes` (field ->
+    value of `JudgeSettings`) applied and noted: a rejudge never changes the protocol
+    silently. Returns the trial, the new judgement and notes (e.g. the task changed since)."""
     record = ledger.get(trial_ref)
+    settings, changed = _settings(record, dict(changes or {}))
+    budget_s = changes.get("budget_s") if changes else None
     cand = record.artifacts.get("candidate")
     if record.state == "complete" and cand is None:  # refused unread (`DeliveryRefused`)
         raise OptarenaError(
@@ -55,7 +73,7 @@ def rejudge(
             "--budget-s does not apply"
         )
     verify_judge()  # the installation as installed; a changed task is noted below
-    notes = []
+    notes = changed
     if task.info.sha256 != record.task.sha256:
         notes.append(
             f"task {record.task.id} changed since the trial ({record.task.sha256[:12]} -> "
@@ -72,7 +90,7 @@ def rejudge(
             record.out_of_scope,
             trial_id=record.id,
             kind="rejudge",
-            settings=JudgeSettings(measure=measure, budget_s=budget_s),
+            settings=settings,
             store=ledger.store,
             judge_fn=judge_fn,
             progress=progress,

@@ -88,6 +88,7 @@ class TrialConfig:
     overwrite: bool = False
     measure: bool = True
     budget_s: float | None = None
+    min_effect: float | None = None  # None: the task's
     agent_sandbox: bool = True  # False: --no-agent-sandbox (debugging; recorded as such)
     artifacts: Path | None = None  # copied into the workspace before the baseline commit
     workspace_limits: WorkspaceLimits = field(default_factory=WorkspaceLimits)  # else refused
@@ -193,7 +194,9 @@ def _start_record(
         ),
         labels=dict(config.labels),
         limits=config.limits,
-        judge_settings=JudgeSettings(measure=config.measure, budget_s=config.budget_s),
+        judge_settings=JudgeSettings(
+            measure=config.measure, budget_s=config.budget_s, min_effect=config.min_effect
+        ),
         runtime=runtime_fingerprint(),
         judge_sha256=judge_sha256(),
         workspace=str(workspace),

@@ -85,7 +85,7 @@ def main(out: Path) -> None:
                 ),
                 ledger,
             )
-            rejudge(ledger, accepted.id, measure=False)
+            rejudge(ledger, accepted.id, changes={"measure": False})
             with FakeModelServer(make_script("hello")) as fake:
                 run_trial(
                     TrialConfig(

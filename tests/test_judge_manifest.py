@@ -1,0 +1,63 @@
+"""One definition of "the judge's code" (`identity.JUDGING_CODE`), used by the judge's hash,
+the seal and the process-start snapshot, and covering every module a judgement loads: the
+inputs' generator (`tasks/inputs.py`) was in none of the three, so trials judged with
+different input code could share one judge identity."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from optarena.identity import (
+    BUILTIN_TASKS,
+    PACKAGE_DIR,
+    code_references,
+    hash_files,
+    judge_sha256,
+    judging_code,
+    judging_files,
+)
+from optarena.judge._seal import judge_code_files
+
+# A judgement in a fresh interpreter, then every optarena module it loaded.
+JUDGE_AND_LIST = """
+import json, sys
+from pathlib import Path
+import optarena
+from optarena.judge import JudgeOptions, judge
+from optarena.tasks import resolve_task
+task = resolve_task("rmsnorm")
+control = {c.name: task.root / c.dir for c in task.spec.controls}["optimized"]
+result = judge(task, control, JudgeOptions(measure=True, budget_s=1.0))
+root = Path(optarena.__file__).resolve().parent
+loaded = sorted({
+    Path(m.__file__).resolve().relative_to(root).as_posix()
+    for m in list(sys.modules.values())
+    if getattr(m, "__file__", None) and Path(m.__file__).resolve().is_relative_to(root)
+})
+print(json.dumps({"verdict": result.verdict, "loaded": loaded}))
+"""
+
+
+def test_every_module_a_judgement_loads_is_in_the_manifest() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", JUDGE_AND_LIST], capture_output=True, text=True, check=True
+    )
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    assert data["verdict"] == "accepted"
+    loaded = data["loaded"]
+    assert "tasks/inputs.py" in loaded  # the generator of the secret inputs
+    outside = [rel for rel in loaded if not judging_code(rel) and not rel.startswith(BUILTIN_TASKS)]
+    assert outside == []
+
+
+def test_the_three_users_share_the_manifest() -> None:
+    files = judging_files()
+    assert "tasks/inputs.py" in files and "judge/_stats.py" in files
+    assert not any(f.startswith(BUILTIN_TASKS) for f in files)  # tasks have their own hashes
+    assert judge_sha256() == hash_files(PACKAGE_DIR, files)
+    sealed = {p.relative_to(PACKAGE_DIR).as_posix() for p in judge_code_files()}
+    assert sealed <= set(files) and "judge/worker/_loop.py" in sealed
+    snapshot = next(r for r in code_references() if not r.installed)
+    assert set(files) <= set(snapshot.hashes)
