@@ -29,8 +29,7 @@ from optarena.judge._layout import (
 from optarena.judge._worker_env import exit_reason, resource_limits, worker_env
 from optarena.judge.worker import _run as run
 from optarena.judge.worker import _wire as wire
-from optarena.sandbox import Sandbox, SandboxPolicy
-from optarena.sandbox._linux import process_vm_read
+from optarena.sandbox import Sandbox, SandboxPolicy, process_vm_read
 from optarena.tasks import WorkerLimits
 
 WORKER_SCRIPT = Path(__file__).resolve().parent / "worker" / "_loop.py"

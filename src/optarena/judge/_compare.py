@@ -18,7 +18,7 @@ from optarena.judge._judge import JudgeOptions, judge, new_seed
 from optarena.judge._result import TaskRef
 from optarena.judge._speed import MAIN_STREAM, SpeedOptions, apply_floor, compare_dirs, run_aa
 from optarena.records import AAControl, Comparison
-from optarena.sandbox._untrusted import temporary_tree
+from optarena.sandbox import temporary_tree
 from optarena.tasks import Task
 
 COMPARE_SCHEMA_VERSION = 1

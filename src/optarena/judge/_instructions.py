@@ -24,8 +24,7 @@ from optarena.judge._correctness import derive_seed
 from optarena.judge._native import load_request
 from optarena.judge._stats import median
 from optarena.records import Instructions
-from optarena.sandbox import SandboxPolicy
-from optarena.sandbox._untrusted import temporary_tree
+from optarena.sandbox import SandboxPolicy, temporary_tree
 from optarena.tasks import Task
 
 CALLS_PER_WORKLOAD = 3  # the first is a warm-up, the median of the rest is reported

@@ -20,8 +20,7 @@ from optarena.judge._instructions import count_instructions
 from optarena.judge._result import CandidateRef, Check, JudgeRef, JudgeResult, TaskRef
 from optarena.judge._seal import broken, judge_code_files, take_seal
 from optarena.judge._speed import SpeedOptions, SpeedResult, measure_candidate
-from optarena.sandbox import SandboxPolicy
-from optarena.sandbox._untrusted import temporary_tree
+from optarena.sandbox import SandboxPolicy, temporary_tree
 from optarena.tasks import Task, unmet_requirements
 
 JUDGE_ERROR = "judge_error"  # reason code: the judge itself failed (see `judge`)

@@ -31,8 +31,7 @@ from optarena.judge._measure_pair import (
 from optarena.judge._measure_report import OVERALL, Report
 from optarena.judge._stats import Estimate, decided, estimate, log_threshold, mean_rows
 from optarena.records import Clock, Comparison, Integrity, Protocol, StopReason
-from optarena.sandbox import SandboxPolicy
-from optarena.sandbox._untrusted import remove_tree
+from optarena.sandbox import SandboxPolicy, remove_tree
 from optarena.tasks import Task
 
 Progress = Callable[[str, float], None]

@@ -5,6 +5,7 @@ made (and may still be changing) without following a link."""
 
 from optarena.sandbox._agent import AgentSandbox, AgentSandboxError, AgentSandboxPolicy
 from optarena.sandbox._agent_sweep import sweep_agent_leftovers
+from optarena.sandbox._linux import process_vm_read
 from optarena.sandbox._process import ResourceLimits, kill_tree, spawn
 from optarena.sandbox._sandbox import Capabilities, Sandbox, SandboxPolicy, probe
 from optarena.sandbox._untrusted import (
@@ -24,6 +25,7 @@ from optarena.sandbox._untrusted import (
     refusal,
     remove_tree,
     survey,
+    temporary_tree,
     walk_untrusted,
 )
 
@@ -49,11 +51,13 @@ __all__ = [
     "open_untrusted",
     "printable",
     "probe",
+    "process_vm_read",
     "read_untrusted",
     "refusal",
     "remove_tree",
     "spawn",
     "survey",
     "sweep_agent_leftovers",
+    "temporary_tree",
     "walk_untrusted",
 ]
