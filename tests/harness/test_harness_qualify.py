@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from optarena.agents import SandboxSpec
 from optarena.errors import OptarenaError
 from optarena.harness import (
     Registry,
@@ -21,6 +24,9 @@ from optarena.harness import (
     scan_area,
 )
 from optarena.harness._qualify import front_matter
+from optarena.ledger import Ledger
+from optarena.runs import agent_sandbox_spec
+from optarena.sandbox import AgentSandboxPolicy
 
 SERVER = '''
 from mcp.server.mcpserver import MCPServer
@@ -108,17 +114,25 @@ def test_a_failing_servers_stderr_is_in_its_report_not_on_the_terminal(
     assert "weights.bin" not in capfd.readouterr().err
 
 
-def test_a_tool_runs_its_test_contained(tmp_path: Path) -> None:
-    d = tmp_path / "tools" / "probe"
+def _tool(where: Path, name: str, test_py: str) -> Path:
+    """A tool artifact whose test is `python t.py` with this source."""
+    d = where / "tools" / name
     d.mkdir(parents=True)
+    (d / "t.py").write_text(test_py)
+    (d / "manifest.json").write_text(json.dumps({"test": [sys.executable, "t.py"]}))
+    return d
+
+
+def test_a_tool_runs_its_test_contained(tmp_path: Path) -> None:
     # the test passes only if it cannot write outside the replay workspace
-    (d / "t.py").write_text(
+    d = _tool(
+        tmp_path,
+        "probe",
         "import pathlib, sys\n"
         "try:\n    pathlib.Path('/root/optarena-harness-escape').write_text('x')\n"
         "except OSError:\n    sys.exit(0)\n"
-        "sys.exit(1)\n"
+        "sys.exit(1)\n",
     )
-    (d / "manifest.json").write_text(json.dumps({"test": [sys.executable, "t.py"]}))
     q = qualify("tool", d)
     assert q.passed, q.report
     assert not Path("/root/optarena-harness-escape").exists()
@@ -220,6 +234,49 @@ def test_an_artifact_holding_a_link_is_quarantined_and_what_it_names_is_never_re
         for p in (tmp_path / "export").rglob("*")
         if p.is_file() and not p.is_symlink()
     )
+
+
+def test_a_verifiers_report_carries_no_other_trials_files(tmp_path: Path) -> None:
+    """A failing test's output goes back to the agent in the repair prompt: a verifier that
+    prints every trial's workspace it can find shows none (the ledger is hidden by name, private
+    by mode, and absent from a default-deny root)."""
+    base = Path(tempfile.mkdtemp(prefix=".qualify-test-", dir=Path(__file__).resolve().parents[2]))
+    try:
+        base.chmod(0o755)
+        with Ledger.open(base / "L") as ledger:
+            other = ledger.work_dir("t0") / "workspace"
+            other.mkdir(parents=True)
+            (other / "solution.py").write_text("OTHER-TRIAL-SECRET-5512")
+            spec = agent_sandbox_spec(ledger, workspace=None, home=None)
+        d = tmp_path / "verifiers" / "snoop"
+        d.mkdir(parents=True)
+        snoop = f"cat {base}/L/work/*/workspace/* {base}/*/work/*/workspace/*; exit 1"
+        (d / "manifest.json").write_text(json.dumps({"test": ["sh", "-c", snoop]}))
+        q = qualify("verifier", d, spec=spec)
+        assert not q.passed and "OTHER-TRIAL-SECRET-5512" not in q.report, q.report
+    finally:
+        shutil.rmtree(base)
+
+
+def test_an_artifacts_command_keeps_the_agents_process_limit(tmp_path: Path) -> None:
+    """Contained as the agent: with the spec's `max_processes`, not the sandbox's default."""
+    d = _tool(
+        tmp_path,
+        "forker",
+        "import os, sys\n"
+        "n = 0\n"
+        "for _ in range(64):\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            os.execvp('sleep', ['sleep', '5'])\n"
+        "        n += 1\n"
+        "    except OSError:\n"
+        "        break\n"
+        "sys.exit(0 if n < 32 else 1)\n",
+    )
+    spec = SandboxSpec(policy=AgentSandboxPolicy(max_processes=24))
+    assert qualify("tool", d, spec=spec).passed
+    assert not qualify("tool", d).passed  # the default (1024) lets all 64 start
 
 
 def test_hostile_names_and_shapes_in_an_artifact_are_quarantined_never_a_crash(

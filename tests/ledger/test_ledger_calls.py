@@ -78,7 +78,8 @@ def test_kill_9_loses_no_logged_call(tmp_path: Path, make_record: MakeRecord) ->
         good = [call(1), call(2, refused="call budget exhausted (1 of 1 calls made)")]
         cut = call(3).model_dump_json()[:40]  # the process died mid-write
         _log(ledger, "gone", [c.model_dump_json() + "\n" for c in good] + [cut])
-    with Ledger.open(home) as ledger:  # the reconcile after the crash
+    with Ledger.open(home) as ledger:
+        ledger.reconcile()  # the recovery after the crash
         rec = ledger.get("gone")
         assert rec.state == "interrupted"
         assert ledger.calls("gone") == good

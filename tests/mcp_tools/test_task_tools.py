@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -270,3 +271,39 @@ def test_calls_sent_side_by_side_are_judged_one_at_a_time(
 
     anyio.run(go)
     assert most[0] == 1
+
+
+PEEK = """
+import pathlib
+
+try:
+    SEEN = pathlib.Path({path!r}).read_text()
+except OSError as e:
+    SEEN = "unreadable: " + type(e).__name__
+
+
+def rmsnorm(x, weight, *, eps):
+    raise ValueError("the other trial says: " + SEEN)
+"""
+
+
+def test_a_candidate_checked_by_the_tools_reads_no_other_trials_workspace(
+    small_task: Task, tmp_path: Path
+) -> None:
+    """The candidate runs in the judge's worker sandbox, and its error message comes back in
+    the tool's result: another trial's world-readable workspace must not be readable there."""
+    base = Path(tempfile.mkdtemp(prefix=".tools-test-", dir=Path(__file__).resolve().parents[2]))
+    try:
+        base.chmod(0o755)
+        other = base / "ledger" / "work" / "t0" / "workspace" / "solution.py"
+        other.parent.mkdir(parents=True)
+        for d in (base / "ledger", base / "ledger" / "work", other.parent.parent, other.parent):
+            d.chmod(0o755)  # as a ledger made before ledgers were private
+        other.write_text("OTHER-TRIAL-SECRET-4411")
+        other.chmod(0o644)
+        ws = _workspace(small_task, tmp_path / "ws", PEEK.format(path=str(other)))
+        text = _text(_call(TaskTools(small_task, ws, Telemetry(None)), "check_correctness"))
+        assert json.loads(text)["verdict"] == "rejected"
+        assert "OTHER-TRIAL-SECRET-4411" not in text and "unreadable" in text, text
+    finally:
+        shutil.rmtree(base)

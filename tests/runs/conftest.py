@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -107,3 +108,25 @@ def check_recorded(ledger: Ledger, record: TrialRecord) -> None:
         record.verdict,
         record.agent_status,
     )
+
+
+def host_pids(marker: str) -> list[int]:
+    """Live host pids whose command line holds `marker`. An agent's own `$$` or `$!` is its
+    pid inside its sandbox's PID namespace, which names nothing on the host."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ")
+            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmd and state != "Z":
+            out.append(int(name))
+    return out
+
+
+@pytest.fixture
+def find_pids() -> Callable[[str], list[int]]:
+    return host_pids

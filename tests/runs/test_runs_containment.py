@@ -32,24 +32,10 @@ contained = pytest.mark.skipif(
 pytestmark = contained
 
 
-def _marked() -> list[int]:
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                cmd = Path(f"/proc/{name}/cmdline").read_bytes()
-                state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if MARKER.encode() in cmd and state != "Z":
-                out.append(int(name))
-    return out
-
-
 @pytest.fixture(autouse=True)
-def nothing_survives() -> Iterator[None]:
+def nothing_survives(find_pids: Callable[[str], list[int]]) -> Iterator[None]:
     yield
-    assert _marked() == [], "a process of the agent outlived its trial"
+    assert find_pids(MARKER) == [], "a process of the agent outlived its trial"
 
 
 @pytest.fixture
@@ -68,7 +54,7 @@ def judged_intact(trial: Trial, agent: Agent, control: Callable[[str], Path]) ->
 def _contained(rec: TrialRecord) -> None:
     assert rec.state == "complete" and rec.agent_sandbox is not None
     assert rec.agent_sandbox["enabled"] is True
-    assert rec.agent_sandbox["mounts"].startswith("read-only")
+    assert rec.agent_sandbox["mounts"].startswith(("private root", "read-only"))
     assert rec.agent_sandbox["network"].startswith("netns")
     assert rec.outside_changes == []
 
@@ -161,6 +147,22 @@ def test_another_trials_workspace_cannot_be_read(
     assert "SQLite format" not in stolen_text
     assert str(theirs) in rec.agent_sandbox["hidden"] or outside is False
     judged_intact()
+
+
+def test_the_task_package_cannot_be_read(trial: Trial, agent: Agent, ledger: Ledger) -> None:
+    """Its controls hold a known-good `optimized` solution, its oracle the reference: the
+    agent finds the package through the installed optarena, and finds it empty."""
+    find = "python3 -c 'import optarena.tasks as t; print(t.BUILTIN_DIR)'"
+    body = (
+        f'tasks="$({find})"; echo "found $tasks"\n'
+        'cat "$tasks/rmsnorm/controls/optimized/solution.py" "$tasks/rmsnorm/oracle.py" || true\n'
+        'ls "$tasks/rmsnorm" | wc -l\n'
+    )
+    rec = trial(agent(body))
+    _contained(rec)
+    log = _log(ledger, rec)
+    assert "found /" in log and "def rmsnorm" not in log and "def reference" not in log, log
+    assert log.splitlines()[-1].strip() == "0", log
 
 
 def test_the_task_package_and_oracle_cannot_be_edited(

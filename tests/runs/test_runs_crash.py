@@ -21,7 +21,11 @@ from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
 from optarena.ledger import Ledger, TrialRecord
 from optarena.runs import TrialConfig, TrialInterrupted, rejudge, run_trial
+from optarena.sandbox import probe
+from optarena.sandbox._agent_sweep import socket_bases
 from optarena.tasks import Task
+
+CAPS = probe()
 
 
 def _assert_interrupted(record: TrialRecord, during: str) -> None:
@@ -109,11 +113,11 @@ def test_when_nothing_can_be_captured_the_row_keeps_the_start_record_only(
 def _start_cli_trial(
     tmp_path: Path, agent: Callable[[str], str], body: str = ""
 ) -> subprocess.Popen[bytes]:
-    """`optarena run` with an agent that writes its pid to its logs directory (the agent
-    sandbox lets it write nothing else outside its workspace) and sleeps; returns once the
-    pid file is there, which `_agent_pid` reads."""
+    """`optarena run` with an agent that says it started in its logs directory (the agent
+    sandbox lets it write nothing else outside its workspace) and becomes `sleep AGENT`;
+    returns once it said so."""
     marker = '"$OPTARENA_LOGS_DIR/agent.pid"'
-    command = agent(f"{body}\necho $$ > {marker}.tmp; mv {marker}.tmp {marker}; sleep 300")
+    command = agent(f"{body}\necho $$ > {marker}.tmp; mv {marker}.tmp {marker}; exec sleep {AGENT}")
     argv = [sys.executable, "-m", "optarena", "run", "--task", "rmsnorm", "--command", command]
     argv += ["--no-measure", "--ledger", str(tmp_path / "ledger")]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -125,9 +129,20 @@ def _start_cli_trial(
     return proc
 
 
-def _agent_pid(tmp_path: Path) -> int:
-    (marker,) = (tmp_path / "ledger" / "work").glob("*/logs/agent.pid")
-    return int(marker.read_text())
+AGENT, DAEMON_SLEEP = "3303.5", "3304.5"  # what the agent and its daemon sleep: found by it
+
+
+Pids = Callable[[str], list[int]]
+
+
+def _pid_of(find_pids: Pids, sleeping: str) -> int:
+    """The host pid of the one process running `sleep SLEEPING` (`$$` inside names its PID
+    namespace's pid), once it runs."""
+    deadline = time.monotonic() + 10
+    while not (found := find_pids(f"sleep {sleeping}")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (pid,) = found
+    return pid
 
 
 def _dead(pid: int) -> bool:
@@ -138,13 +153,21 @@ def _dead(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
-DAEMON = """setsid sh -c 'echo $$ > "$OPTARENA_LOGS_DIR/daemon.pid"; exec sleep 300' &
+DAEMON = f"""setsid sh -c 'echo $$ > "$OPTARENA_LOGS_DIR/daemon.pid"; exec sleep {DAEMON_SLEEP}' &
 while [ ! -s "$OPTARENA_LOGS_DIR/daemon.pid" ]; do sleep 0.01; done"""
 
 
-def _daemon_pid(tmp_path: Path) -> int:
-    (marker,) = (tmp_path / "ledger" / "work").glob("*/logs/daemon.pid")
-    return int(marker.read_text())
+def _started_with_daemon(
+    tmp_path: Path, agent: Callable[[str], str], find_pids: Pids
+) -> tuple[subprocess.Popen[bytes], int, int]:
+    """`optarena run` with an agent that started a detached daemon: it, and the host pids of
+    the agent and the daemon."""
+    proc = _start_cli_trial(tmp_path, agent, DAEMON)
+    try:
+        return proc, _pid_of(find_pids, AGENT), _pid_of(find_pids, DAEMON_SLEEP)
+    except BaseException:
+        proc.kill()  # its agent dies with it (parent-death signal); reconcile sweeps the rest
+        raise
 
 
 def _wait_dead(pid: int, timeout_s: float = 5.0) -> bool:
@@ -155,10 +178,9 @@ def _wait_dead(pid: int, timeout_s: float = 5.0) -> bool:
 
 
 def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
-    tmp_path: Path, agent: Callable[[str], str]
+    tmp_path: Path, agent: Callable[[str], str], find_pids: Pids
 ) -> None:
-    proc = _start_cli_trial(tmp_path, agent, DAEMON)
-    agent_pid, daemon_pid = _agent_pid(tmp_path), _daemon_pid(tmp_path)
+    proc, agent_pid, daemon_pid = _started_with_daemon(tmp_path, agent, find_pids)
     try:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 130
@@ -183,25 +205,30 @@ def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
         assert {"candidate", "diff", "logs/stdout.log"} <= set(record.artifacts)  # kept
 
 
-def test_kill_9_leaves_running_until_the_next_open_marks_it_interrupted_and_kills_leftovers(
-    tmp_path: Path, agent: Callable[[str], str]
+def test_kill_9_leaves_running_until_the_next_run_recovers_it_and_its_leftovers(
+    tmp_path: Path, agent: Callable[[str], str], find_pids: Pids
 ) -> None:
-    proc = _start_cli_trial(tmp_path, agent, DAEMON)
-    agent_pid, daemon_pid = _agent_pid(tmp_path), _daemon_pid(tmp_path)
+    proc, agent_pid, daemon_pid = _started_with_daemon(tmp_path, agent, find_pids)
     try:
         proc.kill()
         proc.wait(timeout=30)
         assert _wait_dead(agent_pid)  # its parent-death signal
-        with Ledger(tmp_path / "ledger") as raw:
+        sockets = [p for b in socket_bases() for p in b.glob(f"optarena-agent-{proc.pid}-*")]
+        assert len(sockets) == 1 and list(sockets[0].glob("*.sock"))  # the bridge's, left
+        with Ledger.open(tmp_path / "ledger") as raw:  # opening changes nothing
             (record,) = raw.trials()
             assert record.state == "running"  # the start record, untouched: not half-written
             assert record.verdict is None and record.artifacts == {}
-        with Ledger.open(tmp_path / "ledger") as ledger:
-            (record,) = ledger.trials()
+            assert sockets[0].exists()
+            assert raw.reconcile() == [record.id]  # what `run` does first
+            (record,) = raw.trials()
             assert record.state == "interrupted"
             assert f"process {proc.pid} ended without finishing" in (record.error or "")
-            # the daemon nobody waited for: found by the dead optarena's cgroup (or uid)
-            assert _wait_dead(daemon_pid, 2.0) and ledger.swept >= 1
+            # the daemon nobody waited for: ended with the agent's PID namespace, or found by
+            # the dead optarena's cgroup (or uid)
+            assert _wait_dead(daemon_pid, 2.0)
+            assert raw.swept >= 1 or CAPS.pidns is None
+            assert not sockets[0].exists()
     finally:
         for pid in (agent_pid, daemon_pid):
             with contextlib.suppress(ProcessLookupError):

@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -240,6 +241,43 @@ def test_the_agents_clone_holds_no_commit_after_base(tmp_path: Path) -> None:
     assert git("rev-parse", "HEAD").strip() == record.baseline_commit
 
 
+SNOOP = (
+    "cat .git/FETCH_HEAD; git config --list --show-origin; git reflog; "
+    "repo=$(sed -n 's/.* of //p' .git/FETCH_HEAD 2>/dev/null); "
+    'git -C "${repo:-REPO}" log --all -p; cat "${repo:-REPO}/primes.py"; echo snooped'
+)
+
+
+def test_the_agent_finds_no_trace_of_the_source_repository(tmp_path: Path) -> None:
+    """A world-readable project (a home directory's, not /tmp): FETCH_HEAD named it, and from
+    there `git log --all` showed the later commit holding the optimization. Nothing in the
+    workspace names it, and by its path it is not there."""
+    base = Path(tempfile.mkdtemp(prefix=".external-test-", dir=EXAMPLE.parents[1]))
+    try:
+        base.chmod(0o755)
+        frozen = _frozen(base)
+        repo = base / "primes"
+        ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+        (repo / "primes.py").write_text("# FUTURE-SIEVE-7731: the optimization, committed later\n")
+        subprocess.run(["git", *ident, "commit", "-q", "-am", "the answer"], cwd=repo, check=True)
+        led = tmp_path / "L"
+        script = tmp_path / "snoop.sh"
+        script.write_text(SNOOP.replace("REPO", str(repo)))
+        command = f"sh {script}"
+        argv = ["run", "--task", str(frozen), "--agent", "command", "--command", command]
+        assert main([*argv, "--ledger", str(led), "--no-measure", "--json"]) in (0, 1)
+        with Ledger(led) as ledger:
+            [record] = ledger.trials()
+            out = ledger.store.read_text(record.artifacts["logs/stdout.log"])
+            err = ledger.store.read_text(record.artifacts["logs/stderr.log"])
+        assert "snooped" in out, (out, err)
+        assert "FUTURE-SIEVE-7731" not in out + err and str(repo) not in out, (out, err)
+        ws_git = Path(record.workspace) / ".git"
+        assert not (ws_git / "FETCH_HEAD").exists() and not (ws_git / "logs").exists()
+    finally:
+        shutil.rmtree(base)
+
+
 def test_files_tracked_although_ignored_are_not_deliveries(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -261,7 +299,8 @@ def test_files_tracked_although_ignored_are_not_deliveries(
     freeze_external(tmp_path / "primes.toml", frozen)
     sieve = EXAMPLE / "candidates" / "sieve" / "primes.py"
     # the sieve, an ignored build output (never a delivery), and the tracked .mo left alone
-    cmd = f"sh -c 'cp {sieve} {{workspace}}/primes.py && mkdir -p {{workspace}}/build/x'"
+    # (the sieve named as an argument: the agent's sandbox shows files named on its command line)
+    cmd = f"sh -c 'cp $0 {{workspace}}/primes.py && mkdir -p {{workspace}}/build/x' {sieve}"
     argv = ["run", "--task", str(frozen), "--agent", "command", "--command", cmd]
     assert main([*argv, "--ledger", str(tmp_path / "L"), "--no-measure", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)

@@ -16,14 +16,6 @@ Trial = Callable[..., TrialRecord]
 Agent = Callable[[str], str]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def test_a_correct_change_is_accepted(
     trial: Trial, agent: Agent, control: Callable[[str], Path], rmsnorm: Task, ledger: Ledger
 ) -> None:
@@ -73,13 +65,12 @@ def test_an_edit_outside_scope_rejects_even_when_hidden_from_the_agents_git(
 
 
 def test_a_hang_past_the_timeout_kills_the_tree_and_still_judges(
-    trial: Trial, agent: Agent, control: Callable[[str], Path]
+    trial: Trial, agent: Agent, control: Callable[[str], Path], find_pids: Callable[[str], list]
 ) -> None:
-    pids = '"$OPTARENA_LOGS_DIR/pids"'  # the logs directory is writable for the agent
     body = (
         f"cp {control('optimized')}/solution.py solution.py\n"
-        f"sleep 300 & echo $! >> {pids}\n"  # a grandchild holding our stdout and stderr
-        f"setsid sleep 300 & echo $! >> {pids}\n"  # one that left the process group
+        "sleep 3301.1 &\n"  # a grandchild holding our stdout and stderr
+        "setsid sleep 3301.2 &\n"  # one that left the process group
         "echo working; sleep 300\n"
     )
     t0 = time.monotonic()
@@ -87,11 +78,10 @@ def test_a_hang_past_the_timeout_kills_the_tree_and_still_judges(
     assert time.monotonic() - t0 < 20
     assert rec.agent_status == "timeout" and rec.verdict == "accepted"
     assert rec.agent_wall_s is not None and 1.5 <= rec.agent_wall_s < 10
-    grandchildren = [int(p) for p in (Path(rec.workspace).parent / "logs/pids").read_text().split()]
     deadline = time.monotonic() + 5
-    while any(_alive(p) for p in grandchildren) and time.monotonic() < deadline:
+    while find_pids("sleep 3301.") and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_alive(p) for p in grandchildren)
+    assert find_pids("sleep 3301.") == []
 
 
 @pytest.mark.parametrize(

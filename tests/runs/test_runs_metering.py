@@ -153,7 +153,8 @@ def test_kill_9_mid_trial_loses_no_metered_call(
             if proc.poll() is None:
                 proc.kill()
         assert len(fake.served) == 1
-    with Ledger.open(home) as ledger:  # the reconcile after the crash
+    with Ledger.open(home) as ledger:
+        ledger.reconcile()  # the recovery after the crash
         (record,) = ledger.trials()
         assert record.state == "interrupted"
         (call,) = ledger.calls(record.id)

@@ -112,7 +112,8 @@ def test_a_real_project_from_the_registry(
     assert wrong["reason_codes"] == ["quality_gate_failed"]
     assert "test_intcomma" in wrong["reasons"][0]
 
-    cmd = f"sh -c 'cd {{workspace}} && git apply {FAST}'"
+    # the patch named as an argument: the agent's sandbox shows files named on its command line
+    cmd = f"sh -c 'cd {{workspace}} && git apply $0' {FAST}"
     argv = ["run", "--task", str(frozen), "--agent", "command", "--command", cmd]
     assert main([*argv, "--ledger", str(tmp_path / "L"), "--no-measure", "--json"]) == 0
     trial = json.loads(capsys.readouterr().out)

@@ -10,10 +10,11 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,12 +26,18 @@ from optarena.sandbox import (
     probe,
     sweep_agent_leftovers,
 )
-from optarena.sandbox._agent_child import mount_points
-from optarena.sandbox._agent_sweep import CGROUP_PREFIX
+from optarena.sandbox._agent_sweep import (
+    CGROUP_PREFIX,
+    owned_name,
+    socket_bases,
+    sweep_agent_sockets,
+)
 from optarena.sandbox._cgroup import attach_self, find_pids_root
+from optarena.sandbox._root import mount_points
 from optarena.sandbox._tree import descendants, is_zombie
 from optarena.sandbox._uids import lease_uid
 
+Listen = Callable[..., Any]  # the `listen` fixture (tests/sandbox/conftest.py)
 MARKER = "3131.5"  # `sleep 3131.5`: a process of ours, easy to find in /proc
 CAPS = probe()
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -132,12 +139,15 @@ def test_only_the_workspace_and_home_are_writable(
         echo scratch > /tmp/agent-scratch && echo tmp-written
     """
     out, sb = run_agent(dirs, script)
-    assert out.split() == [
+    # The ledger under /tmp is absent from the agent's root: writing its path lands in the
+    # private /tmp, refused only for a dedicated uid (a user namespace owns its scratch).
+    ledger = ["ledger-refused"] if sb.report()["user"].startswith("uid") else []
+    assert [w for w in out.split() if w != "ledger-refused" or ledger] == [
         "ws-written",
         "home-written",
         "judge-refused",
         "judge-refused",
-        "ledger-refused",
+        *ledger,
         "other-unreadable",
         "t1",  # the other trial's directory is not even listed
         "tmp-written",
@@ -149,8 +159,9 @@ def test_only_the_workspace_and_home_are_writable(
     # given back: the judge reads the workspace as the user who started optarena
     assert (dirs["ws"] / "solution.py").stat().st_uid == os.getuid()
     report = sb.report()
-    assert report["mounts"].startswith("read-only but for the writable directories")
-    assert str(dirs["ledger"]) in report["hidden"] and "/run" in report["hidden"]
+    assert report["mounts"].startswith("private root: only the system")
+    assert not any(str(dirs["ledger"]).startswith(v) for v in report["visible"])
+    assert "/run" not in report["visible"] and str(dirs["ws"]) in report["visible"]
     assert report["ipc"] == ("private" if CAPS.ipcns is None else "host")
 
 
@@ -191,28 +202,6 @@ def test_a_dedicated_uid_owns_only_the_writable_directories(dirs: dict[str, Path
     assert "signalled-init" not in out
 
 
-class Listener:
-    """A TCP listener on the host's 127.0.0.1 that counts the connections it accepts."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.sendall(b"hello")
-            conn.close()
-
-
 CONNECT = """python3 - <<'EOF'
 import socket
 for port in ({ports}):
@@ -230,8 +219,8 @@ EOF"""
 
 
 @needs_netns
-def test_only_the_forwarded_port_is_reachable(dirs: dict[str, Path]) -> None:
-    proxy, other = Listener(), Listener()
+def test_only_the_forwarded_port_is_reachable(dirs: dict[str, Path], listen: Listen) -> None:
+    proxy, other = listen(), listen()
     out, sb = run_agent(
         dirs, CONNECT.format(ports=f"{proxy.port}, {other.port}"), ports=(proxy.port,)
     )
@@ -241,8 +230,10 @@ def test_only_the_forwarded_port_is_reachable(dirs: dict[str, Path]) -> None:
 
 
 @needs_netns
-def test_without_a_forwarded_port_nothing_is_reachable(dirs: dict[str, Path]) -> None:
-    other = Listener()
+def test_without_a_forwarded_port_nothing_is_reachable(
+    dirs: dict[str, Path], listen: Listen
+) -> None:
+    other = listen()
     out, _ = run_agent(dirs, CONNECT.format(ports=f"{other.port},"))
     assert out.splitlines() == [f"{other.port} refused", "no-internet"]
     assert other.accepted == 0
@@ -353,3 +344,71 @@ def test_a_sandbox_that_cannot_start_says_why_and_leaves_nothing(
         sb.spawn(["true"], env=dict(os.environ))
     assert sb.cgroup is None and sb.lease is None  # released on the way out
     assert dirs["ws"].stat().st_uid == os.getuid()  # and the workspace given back
+
+
+def test_the_sweep_removes_the_sockets_of_a_dead_optarenas_bridge_only() -> None:
+    """A `kill -9` of optarena leaves `optarena-agent-<pid>-<ticks>-<hex>/PORT.sock`: removed
+    once its owner is gone; a live owner's, an unattributable name and a directory holding
+    anything but sockets are left alone."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    tmp_path = Path(tempfile.mkdtemp(prefix="oa-"))  # short: a socket's path has a limit
+
+    def bridge(name: str, extra: str | None = None) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(d / "4242.sock"))
+        s.close()
+        if extra:
+            (d / extra).write_text("not ours to remove")
+        return d
+
+    gone = bridge(f"{CGROUP_PREFIX}{dead.pid}-1-aaaa")
+    live = bridge(owned_name())
+    legacy = bridge(f"{CGROUP_PREFIX}k3x9q2")  # mkdtemp's name: nobody can say whose
+    odd = bridge(f"{CGROUP_PREFIX}{dead.pid}-1-bbbb", extra="notes.txt")
+    assert sweep_agent_sockets([tmp_path]) == 1
+    assert not gone.exists() and live.exists() and legacy.exists()
+    assert (odd / "notes.txt").exists() and not (odd / "4242.sock").exists()
+    shutil.rmtree(tmp_path)
+
+
+@needs_netns
+def test_a_bridges_socket_directory_names_its_owner_and_goes_with_the_sandbox(
+    dirs: dict[str, Path], listen: Listen
+) -> None:
+    proxy = listen()
+    base = socket_bases()[0]
+    script = f"ls {base}; test -S {base}/optarena-agent-*/{proxy.port}.sock && echo bridged"
+    out, sb = run_agent(dirs, script, ports=(proxy.port,))
+    assert sb.sockets is not None and sb.sockets.name.startswith(f"{CGROUP_PREFIX}{os.getpid()}-")
+    assert not sb.sockets.exists()
+    if CAPS.private_root is None:  # of the host's /run, only its own bridge
+        seen = out.split()  # of the host's bridges, only its own
+        assert [w for w in seen if w.startswith(CGROUP_PREFIX)] == [sb.sockets.name], out
+        assert seen[-1] == "bridged", out
+
+
+@needs_mounts
+def test_without_a_private_root_the_hidden_list_still_holds(
+    dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the kernel refuses a private root (pivot_root), the agent still runs: read-only
+    everywhere but its directories, the ledger and /run hidden by name, and the report says
+    that only what was listed is hidden."""
+    from optarena.sandbox import _agent
+
+    caps = replace(CAPS, private_root="pivot_root: refused here")
+    monkeypatch.setattr(_agent, "probe", lambda: caps)
+    script = f"""
+        echo ok > {dirs["ws"]}/solution.py && echo ws-written
+        cat {dirs["other"]}/solution.py 2>/dev/null || echo other-unreadable
+        ls /run | wc -l
+    """
+    out, sb = run_agent(dirs, script)
+    assert out.split() == ["ws-written", "other-unreadable", "0"], out
+    report = sb.report()
+    assert report["mounts"].startswith("read-only but for the writable directories")
+    assert report["visible"] is None and str(dirs["ledger"]) in report["hidden"]
+    assert any("no private root" in n for n in report["notes"])

@@ -175,6 +175,7 @@ def run_cmd(
             final_build=not no_final_build,
         )
         with Ledger.open(ledger_dir) as ledger:
+            ledger.reconcile()  # recovery: trials a killed optarena left running, its leftovers
             try:
                 run, where = run_harness(config, ledger, progress=lambda m: err_console.print(m))
             except KeyboardInterrupt:

@@ -249,6 +249,7 @@ def _run_and_show(
     config: TrialConfig, ledger_dir: Path | None, tools: TaskToolsHook | None, as_json: bool
 ) -> TrialRecord:
     with Ledger.open(ledger_dir) as ledger:
+        ledger.reconcile()  # recovery: trials a killed optarena left running, its leftovers
         t = config.task
         task_id = t.id if isinstance(t, Task) else t.spec.id
         view = PhaseView(err_console, f"{task_id} / {config.agent}")

@@ -107,6 +107,7 @@ def run_experiment(
     recorded by the trial it hit and re-raised; the next run resumes. Bad input found before a
     trial is recorded (an agent not installed) raises OptarenaError and stops the run."""
     with Ledger.open(ledger_home) as ledger:
+        ledger.reconcile()  # recovery first: rows a killed run left `running`, its leftovers
         state = experiment_state(plan, ledger)
     parallel = max(1, max_parallel or plan.plan.experiment.max_parallel)
     judging = threading.Lock()

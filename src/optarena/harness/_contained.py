@@ -1,11 +1,15 @@
 """Run an agent-built artifact's command inside the agent sandbox, with this process's stdio.
 
-    python -m optarena.harness._contained --writable DIR [--writable DIR2 ...] -- ARGV...
+    python -m optarena.harness._contained --writable DIR [--writable DIR2 ...]
+        [--readable PATH ...] [--hide PATH ...] [--max-processes N] -- ARGV...
 
 Artifacts are code an agent wrote: qualifying them must not run that code as optarena's
-user. The MCP SDK's client (qualifying a server) and a tool's test both start this wrapper,
-which starts ARGV under the same containment as the agent (own uid, no network, only DIR
-writable) and ends with its exit status.
+user. The MCP SDK's client (qualifying a server), a tool's test and a server activated for a
+later attempt all start this wrapper (`_wrap.wrap` builds its command line), which starts ARGV under
+the same containment as the agent: the spec from `runs.agent_sandbox_spec` (the ledger, other
+trials and what the task keeps from the agent hidden; its process limit), its own uid, no
+network, only DIR writable, PATH readable (a server may read the agent's workspace), and
+everything else absent where the machine allows a private root. It ends with ARGV's status.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--writable", type=Path, action="append", required=True, help="the first is the cwd"
     )
+    p.add_argument("--readable", type=Path, action="append", default=[])
+    p.add_argument("--hide", type=Path, action="append", default=[])
+    p.add_argument("--max-processes", type=int, default=AgentSandboxPolicy.max_processes)
     p.add_argument("command", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
     command = [c for c in a.command if c != "--"] if a.command[:1] == ["--"] else a.command
@@ -31,7 +38,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error("no command given")
     exe = shutil.which(command[0]) or command[0]
     box = AgentSandbox(
-        AgentSandboxPolicy(), writable=a.writable, readable=[Path(sys.executable), Path(exe)]
+        AgentSandboxPolicy(max_processes=a.max_processes),
+        writable=a.writable,
+        readable=[Path(sys.executable), Path(exe), *a.readable],
+        hidden=a.hide,
     )
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from optarena.agents import AgentOutcome, RunContext
+from optarena.agents import AgentOutcome, RunContext, SandboxSpec
 from optarena.agents.codex import codex_mcp_server
 from optarena.errors import OptarenaError
 from optarena.harness._relay import ServerHost
@@ -39,14 +39,20 @@ class ActiveServer:
 
 
 class HarnessHook(TrialHook):
-    def __init__(self, servers: list[ActiveServer], carry: Path | None = None) -> None:
+    def __init__(
+        self,
+        servers: list[ActiveServer],
+        carry: Path | None = None,
+        spec: SandboxSpec | None = None,
+    ) -> None:
         self.servers = servers
         self.carry = carry  # the previous delivery's editable files (task state continue)
+        self.spec = spec  # how the servers are contained (`runs.agent_sandbox_spec`)
         self.hosts: list[ServerHost] = []
 
     def start(self) -> HarnessHook:
         for s in self.servers:
-            self.hosts.append(ServerHost(s.name, s.snapshot, s.command).start())
+            self.hosts.append(ServerHost(s.name, s.snapshot, s.command, self.spec).start())
         return self
 
     def agent_args(self, agent: str, given: dict[str, str]) -> dict[str, str]:
@@ -84,6 +90,7 @@ class HarnessHook(TrialHook):
             return None
         for h in self.hosts:
             h.telemetry = context.paths.work / TELEMETRY_LOG
+            h.workspace = context.workspace
         ports = [h.port for h in self.hosts if h.port is not None]
         return dataclasses.replace(context, proxy_ports=(*context.proxy_ports, *ports))
 

@@ -52,7 +52,7 @@ from optarena.harness._scan import area_status, scan_area
 from optarena.harness._score import better, count_calls, score_of, stop_reason
 from optarena.harness._session import follow_up
 from optarena.ledger import Ledger, TrialRecord, utc_now
-from optarena.runs import TrialConfig, run_trial, write_starter
+from optarena.runs import TrialConfig, agent_sandbox_spec, run_trial, trial_task, write_starter
 from optarena.sandbox import copy_entry
 from optarena.tasks import Task
 
@@ -120,6 +120,12 @@ class _Loop:
         self, config: HarnessConfig, ledger: Ledger, progress: HarnessProgress | None
     ) -> None:
         self.config, self.ledger = config, ledger
+        self.task_hidden = trial_task(config.task).hidden()  # as the attempts' trials hide
+        # Artifacts the agent built run contained whatever --no-agent-sandbox says: as an
+        # agent would be, no workspace of the ledger's their own.
+        self.artifact_spec = agent_sandbox_spec(
+            ledger, workspace=None, home=None, limits=config.attempt, task_hidden=self.task_hidden
+        )
         self.say = progress or (lambda _m: None)
         self.runner = check_config(config)
         start_registry = load_registry(config.registry) if config.registry else None
@@ -209,7 +215,7 @@ class _Loop:
         carried = None
         if carry is not None and c.task_state == "continue":
             carried = self.ledger.work_dir(carry.id) / "candidate"
-        hook = HarnessHook(servers, carried).start()
+        hook = HarnessHook(servers, carried, self.artifact_spec).start()
         self.say(f"iteration {it.iteration}: attempt ({len(refs)} artifact(s) active)")
         try:
             config = TrialConfig(
@@ -250,7 +256,7 @@ class _Loop:
         logs = self.dir / f"it{it.iteration}" / (f"{phase}{n}" if n else phase)
         self.say(f"iteration {it.iteration}: {phase}{f' {n}' if n else ''}")
         p = follow_up(self.runner, self.ledger, record, phase, prompt, limits, logs,
-                      contained=c.agent_sandbox)  # fmt: skip
+                      contained=c.agent_sandbox, task_hidden=self.task_hidden)  # fmt: skip
         it.phases.append(p)
         self.save()
         return p
@@ -272,7 +278,9 @@ class _Loop:
         area = Path(record.workspace) / ".harness"
         with tempfile.TemporaryDirectory(prefix="optarena-starter-") as tmp:
             write_starter(self.config.task, Path(tmp))  # the clean replay workspace's files
-            added = scan_area(self.registry, area, self.snapshots, it.iteration, Path(tmp))
+            added = scan_area(
+                self.registry, area, self.snapshots, it.iteration, Path(tmp), self.artifact_spec
+            )
         it.built += [_ref(a) for a in added]
         for a in added:
             self.say(f"  {a.status} {a.kind} {a.name} ({a.sha256[:12]}): {a.report[:200]}")

@@ -15,13 +15,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+
+from optarena.agents import SandboxSpec
+from optarena.harness._wrap import wrap
 
 QUALIFY_TIMEOUT_S = 30.0
 STDERR_KEPT = 800  # the end of a failing server's stderr, in its report
@@ -82,22 +84,20 @@ def _argv(value: Any) -> list[str] | None:
     return None
 
 
-def contained(argv: list[str], cwd: Path, replay: Path) -> list[str]:
-    """`argv` wrapped to run inside the agent sandbox (see `_contained`), in `cwd` (the
-    artifact's own directory), with the replay workspace writable too."""
-    wrapper = [sys.executable, "-m", "optarena.harness._contained"]
-    return [*wrapper, "--writable", str(cwd), "--writable", str(replay), "--", *argv]
-
-
 async def _mcp_check(
-    argv: list[str], cwd: Path, replay: Path, self_test: list[dict[str, Any]], errlog: TextIO
+    argv: list[str],
+    cwd: Path,
+    replay: Path,
+    self_test: list[dict[str, Any]],
+    errlog: TextIO,
+    spec: SandboxSpec | None,
 ) -> str:
     """'' when the server passes; else what failed. The server's stderr goes to `errlog`
     (never the user's terminal; its end is part of a failure's report)."""
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    wrapped = contained(argv, cwd, replay)
+    wrapped = wrap(argv, [cwd, replay], spec=spec)
     params = StdioServerParameters(command=wrapped[0], args=wrapped[1:], cwd=str(cwd))
     with anyio.fail_after(QUALIFY_TIMEOUT_S):
         async with Client(stdio_client(params, errlog=errlog)) as client:
@@ -125,7 +125,7 @@ def _first_leaf(e: BaseException) -> BaseException:
     return e
 
 
-def qualify_mcp(path: Path, replay: Path) -> Qualification:
+def qualify_mcp(path: Path, replay: Path, spec: SandboxSpec | None = None) -> Qualification:
     data, why = _manifest(path)
     if data is None:
         return Qualification(False, why)
@@ -141,7 +141,7 @@ def qualify_mcp(path: Path, replay: Path) -> Qualification:
         return Qualification(False, "manifest.json 'self_test' must list tool calls (none given)")
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
-            failure = anyio.run(_mcp_check, argv, path, replay, self_test, errlog)
+            failure = anyio.run(_mcp_check, argv, path, replay, self_test, errlog, spec)
         except TimeoutError:
             failure = f"no answer to initialize/tools/list within {QUALIFY_TIMEOUT_S:g} s"
         except Exception as e:  # the server crashed or spoke something else than MCP
@@ -156,7 +156,7 @@ def qualify_mcp(path: Path, replay: Path) -> Qualification:
     )
 
 
-def qualify_tested(path: Path, replay: Path) -> Qualification:
+def qualify_tested(path: Path, replay: Path, spec: SandboxSpec | None = None) -> Qualification:
     data, why = _manifest(path)
     if data is None:
         return Qualification(False, why)
@@ -165,7 +165,7 @@ def qualify_tested(path: Path, replay: Path) -> Qualification:
         return Qualification(False, "manifest.json 'test' must be a non-empty list of strings")
     try:
         r = subprocess.run(
-            contained(argv, path, replay),
+            wrap(argv, [path, replay], spec=spec),
             cwd=path,
             capture_output=True,
             text=True,
@@ -179,9 +179,12 @@ def qualify_tested(path: Path, replay: Path) -> Qualification:
     return Qualification(True, "its test passed")
 
 
-def qualify(kind: str, path: Path, workspace_files: Path | None = None) -> Qualification:
+def qualify(
+    kind: str, path: Path, workspace_files: Path | None = None, spec: SandboxSpec | None = None
+) -> Qualification:
     """Qualify one artifact in a clean replay workspace (a copy of `workspace_files`, with the
-    artifact's own directory beside it at .harness/...)."""
+    artifact's own directory beside it at .harness/...); its commands contained as `spec`
+    says (`runs.agent_sandbox_spec`)."""
     if not path.exists():
         return Qualification(False, f"{path} does not exist")
     with tempfile.TemporaryDirectory(prefix="optarena-replay-") as tmp:
@@ -201,9 +204,9 @@ def qualify(kind: str, path: Path, workspace_files: Path | None = None) -> Quali
         if kind == "skill":
             return qualify_skill(local)
         if kind == "mcp":
-            return qualify_mcp(local, replay)
+            return qualify_mcp(local, replay, spec)
         if kind in ("tool", "verifier"):
-            return qualify_tested(local, replay)
+            return qualify_tested(local, replay, spec)
         empty = local.is_dir() and not any(p.is_file() for p in local.rglob("*"))
         if empty or (local.is_file() and local.stat().st_size == 0):
             return Qualification(False, f"the {kind} is empty")

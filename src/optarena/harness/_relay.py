@@ -27,9 +27,11 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from optarena.agents import SandboxSpec
+from optarena.harness._wrap import wrap
+
 TELEMETRY_SCHEMA_VERSION = 1
 _Pending = dict[Any, tuple[str, Any, float, str]]  # request id -> (tool, arguments, t0, at)
-CONTAINED = [sys.executable, "-m", "optarena.harness._contained"]
 
 
 class RelayedCall(BaseModel):
@@ -55,10 +57,14 @@ class ServerHost:
     """One activated server: listens on a loopback port, one contained server per connection,
     at most `MAX_CONNECTIONS` at a time (beyond, a connection is closed at once)."""
 
-    def __init__(self, name: str, snapshot: Path, command: list[str]) -> None:
+    def __init__(
+        self, name: str, snapshot: Path, command: list[str], spec: SandboxSpec | None = None
+    ) -> None:
         self.name = name
         self.snapshot = snapshot
         self.command = command
+        self.spec = spec  # how the agent is contained: its servers are, the same way
+        self.workspace: Path | None = None  # the agent's, readable for the server
         self.telemetry: Path | None = None
         self.port: int | None = None
         self._sock: socket.socket | None = None
@@ -99,7 +105,8 @@ class ServerHost:
             shutil.copytree(self.snapshot, copy, symlinks=True)
             # only its own copy is writable (the sandbox gives it to the server's uid; the
             # workspace stays the agent's, readable)
-            argv = [*CONTAINED, "--writable", str(copy), "--", *self.command]
+            shown = [self.workspace] if self.workspace is not None else []
+            argv = wrap(self.command, [copy], shown, self.spec)
             child = subprocess.Popen(
                 argv, cwd=copy, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,

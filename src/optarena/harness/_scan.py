@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from optarena.agents import SandboxSpec
 from optarena.harness._qualify import Qualification, qualify
 from optarena.harness._registry import (
     KIND_DIRS,
@@ -23,10 +24,12 @@ def scan_area(
     snapshots: Path,
     iteration: int,
     workspace: Path | None = None,
+    spec: SandboxSpec | None = None,
 ) -> list[ArtifactEntry]:
-    """Qualify what is new or changed in `area`; returns the entries added. Each version is
-    kept as it was qualified under `snapshots/<sha256>/<name>` (the entry's `path`): the agent
-    may change or break the original later, the recorded version stays what was tested."""
+    """Qualify what is new or changed in `area` (commands contained as `spec` says); returns
+    the entries added. Each version is kept as it was qualified under
+    `snapshots/<sha256>/<name>` (the entry's `path`): the agent may change or break the
+    original later, the recorded version stays what was tested."""
     added = []
     known = {(a.kind, a.name, a.sha256) for a in registry.artifacts}
     for sub, kind in KIND_DIRS.items():
@@ -54,7 +57,7 @@ def scan_area(
                     "and directories; a link would be read by optarena as its own user)",
                 )
             else:
-                q = qualify(kind, snap, workspace)
+                q = qualify(kind, snap, workspace, spec)
             entry = ArtifactEntry(
                 kind=kind,
                 name=name,

@@ -2,28 +2,21 @@
 
 The turn resumes the session the attempt's trial recorded (`RunContext.resume`), in the same
 workspace with the same config home (where the CLI keeps its sessions), contained like the
-trial's agent (the ledger directory and other trials' workspaces hidden) and metered by its own
+trial's agent (`runs.agent_sandbox_spec`: the same limits and hidden paths) and metered by its own
 proxy. Its logs are stored in the ledger's artifact store; its time, tokens and cost are the
 phase's record, charged to the harness run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-from optarena.agents import AgentLimits, AgentRunner, RunContext, SandboxSpec, run_metered
+from optarena.agents import AgentLimits, AgentRunner, RunContext, run_metered
 from optarena.harness._record import PhaseName, PhaseRecord
 from optarena.ledger import Ledger, TrialRecord
 from optarena.records import TrialPaths
-from optarena.sandbox import AgentSandboxPolicy
-
-
-def _sandbox(ledger: Ledger, paths: TrialPaths, contained: bool) -> SandboxSpec:
-    if not contained:
-        return SandboxSpec(policy=AgentSandboxPolicy.off())
-    mine = paths.workspace.resolve()
-    others = [w for w in ledger.workspaces() if w.is_dir() and w.resolve() != mine]
-    return SandboxSpec(policy=AgentSandboxPolicy(), hidden=(ledger.home, *others), home=paths.home)
+from optarena.runs import agent_sandbox_spec
 
 
 def follow_up(
@@ -35,8 +28,10 @@ def follow_up(
     limits: AgentLimits,
     logs: Path,
     contained: bool = True,
+    task_hidden: Sequence[Path] = (),
 ) -> PhaseRecord:
-    """One turn resuming `trial`'s session; never raises for the agent's own failures."""
+    """One turn resuming `trial`'s session, contained as the trial's agent was (`limits`, the
+    task's `task_hidden` paths); never raises for the agent's own failures."""
     work = ledger.work_dir(trial.id)
     paths = TrialPaths(
         work=work,
@@ -50,7 +45,14 @@ def follow_up(
         trial.id,
         trial.task.id,
         paths,
-        sandbox=_sandbox(ledger, paths, contained),
+        sandbox=agent_sandbox_spec(
+            ledger,
+            workspace=paths.workspace,
+            home=paths.home,
+            limits=limits,
+            task_hidden=task_hidden,
+            enabled=contained,
+        ),
         resume=trial.session_id,
     )
     logs.mkdir(parents=True, exist_ok=True)

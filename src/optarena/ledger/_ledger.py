@@ -9,6 +9,14 @@ timeout lets several optarena processes share one ledger.
 What a trial spent is never lost with the process: the proxy appends each call to the trial's
 `logs/api_calls.jsonl` as it happens, and marking a trial interrupted (Ctrl-C, or a reconcile
 after `kill -9`) takes the calls from that log into `api_calls`.
+
+Opening a ledger changes nothing but its permissions: reading it (`trials`, `trial show`)
+never marks a row or kills a process. Recovery after a `kill -9` (`reconcile`) is an explicit
+step of the commands that run trials.
+
+The directory is private to its owner (0700, the database 0600, stored artifacts 0400): it
+holds every trial's workspace, logs and prompts, and an agent or candidate running as another
+user must not read them. A ledger made by an older optarena is tightened when opened.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import json
 import os
 import socket
 import sqlite3
+import stat
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,6 +74,38 @@ def _process_alive(pid: int, start: int | None) -> bool:
     return start is None or process_start_ticks(pid) in (None, start)
 
 
+# What `_make_private` tightens: the directory itself and what optarena creates in it.
+_PRIVATE_DIRS = (ARTIFACTS_DIR, WORK_DIR)
+_PRIVATE_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal")
+
+
+def _make_private(home: Path) -> None:
+    """The ledger directory 0700 and its database 0600, where this user owns them (one it does
+    not own is left as it is: its owner decides). Entries are changed through descriptors
+    that refuse links, so a link planted in the directory changes nothing elsewhere."""
+    fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        _tighten(fd, 0o700)
+        wanted = [*((d, 0o700) for d in _PRIVATE_DIRS), *((f, 0o600) for f in _PRIVATE_FILES)]
+        for name, mode in wanted:
+            try:
+                entry = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+            except OSError:
+                continue  # not there (yet), or a link: nothing of ours to tighten
+            try:
+                _tighten(entry, mode)
+            finally:
+                os.close(entry)
+    finally:
+        os.close(fd)
+
+
+def _tighten(fd: int, mode: int) -> None:
+    st = os.fstat(fd)
+    if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & ~mode:
+        os.fchmod(fd, stat.S_IMODE(st.st_mode) & mode)
+
+
 def _trial_columns(r: TrialRecord) -> dict[str, object]:
     """The indexed columns, all derived from the record (the record is the source of truth)."""
     return {
@@ -104,7 +145,10 @@ class Ledger:
         self.db_path = self.home / DB_NAME
         self.swept = 0  # processes of dead agents killed by the last reconcile
         try:
-            self.home.mkdir(parents=True, exist_ok=True)
+            self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for sub in _PRIVATE_DIRS:
+                (self.home / sub).mkdir(mode=0o700, exist_ok=True)
+            _make_private(self.home)
             self.store = ArtifactStore(self.home / ARTIFACTS_DIR)
             self._conn = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)
         except (OSError, sqlite3.Error) as e:
@@ -116,6 +160,7 @@ class Ledger:
             self._conn.execute("PRAGMA foreign_keys = ON")
             self._conn.execute("PRAGMA synchronous = NORMAL")
             migrate(self._conn, str(self.db_path))
+            _make_private(self.home)  # the database's files, now that they exist
         except sqlite3.DatabaseError as e:
             self._conn.close()
             raise LedgerError(f"{self.db_path}: not a usable ledger database ({e})") from None
@@ -125,10 +170,9 @@ class Ledger:
 
     @classmethod
     def open(cls, home: Path | str | None = None) -> Ledger:
-        """The ledger at `home` (else $OPTARENA_LEDGER, else the default), stale rows fixed."""
-        ledger = cls(resolve_home(home))
-        ledger.reconcile()
-        return ledger
+        """The ledger at `home` (else $OPTARENA_LEDGER, else the default), as it is: rows left
+        `running` by a killed optarena stay so until a command that runs trials `reconcile`s."""
+        return cls(resolve_home(home))
 
     def close(self) -> None:
         self._conn.close()
@@ -226,9 +270,11 @@ class Ledger:
         return True
 
     def reconcile(self) -> list[str]:
-        """Mark `running` rows of this host whose optarena process is gone as interrupted
-        (a crash or kill -9 left them), and kill what their agents left running (processes in
-        the cgroup or under the uid of a dead optarena's agent sandbox); returns their ids."""
+        """Recovery, the first step of every command that runs trials: mark `running` rows of
+        this host whose optarena process is gone as interrupted (a crash or kill -9 left
+        them), kill what their agents left running (processes in the cgroup or under the uid
+        of a dead optarena's agent sandbox) and remove their bridge sockets; returns the ids.
+        Never part of opening: a reader must not kill processes."""
         from optarena.sandbox import sweep_agent_leftovers
 
         self.swept = sweep_agent_leftovers()

@@ -2,7 +2,8 @@
 
 An artifact's name is the sha256 of its bytes, so storing the same content twice is a no-op
 and nothing is ever overwritten: a file is written to a temporary name, then hard-linked to
-its final name (a link never replaces an existing file), and made read-only. A directory (a
+its final name (a link never replaces an existing file), and made read-only for its owner alone
+(0400: like the ledger around it, private). A directory (a
 delivered candidate) is stored as its files plus a `TreeManifest` artifact that maps relative
 paths to file digests; the manifest's digest names the tree.
 """
@@ -153,7 +154,7 @@ class ArtifactStore:
         final = self.path(sha)
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
-            os.chmod(tmp, 0o444)
+            os.chmod(tmp, 0o400)
             try:
                 os.link(tmp, final)
             except FileExistsError:

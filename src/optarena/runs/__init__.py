@@ -1,5 +1,6 @@
 """Trials: one agent run on one task in a fresh workspace, judged and recorded in the ledger."""
 
+from optarena.runs._containment import agent_sandbox_spec
 from optarena.runs._delivery import keep_log
 from optarena.runs._judging import OUT_OF_SCOPE, combine, judge_delivery
 from optarena.runs._rejudge import rejudge
@@ -34,6 +35,7 @@ __all__ = [
     "TrialProgress",
     "TrialTask",
     "WorkspaceLimits",
+    "agent_sandbox_spec",
     "capture",
     "check_workspace",
     "combine",

@@ -115,7 +115,9 @@ class PackageTask:
         self.task.check_workloads()  # a task whose params its generator cannot use: bad input
 
     def hidden(self) -> tuple[Path, ...]:
-        return ()
+        """The package: its oracle, generator and controls (a known-good `optimized` among
+        them); the agent gets the prompt and the starter files in its workspace."""
+        return (self.task.root,)
 
     def prepare(self, workspace: Path, shadow: Path, artifacts: Path | None) -> Prepared:
         starter = write_starter(self.task, workspace)
@@ -157,6 +159,16 @@ GAP_MEANING = {
 }
 
 
+def forget_source(git_dir: Path) -> None:
+    """What a fetch leaves in the agent's `.git` that names where it came from: FETCH_HEAD
+    (`<sha> '<base>' of /path/to/repo`, from which `git -C /path/to/repo log --all` would show
+    every later commit) and the reflogs. The repository itself is hidden from the agent too;
+    this leaves it nothing to look for."""
+    (git_dir / "FETCH_HEAD").unlink(missing_ok=True)
+    (git_dir / "ORIG_HEAD").unlink(missing_ok=True)
+    shutil.rmtree(git_dir / "logs", ignore_errors=True)
+
+
 def external_sha256(frozen: FrozenExternal) -> str:
     """The identity of an external task: its spec, the tree at base and the holdout, as
     frozen. The same frozen task gives the same hash; any drift would change it."""
@@ -193,8 +205,10 @@ class ExternalTask:
             raise MissingPrerequisiteError("external tasks need 'git' on PATH (apt install git)")
 
     def hidden(self) -> tuple[Path, ...]:
-        holdout = self.frozen.holdout
-        return () if holdout is None else (holdout,)
+        """The source repository (its later commits may hold the very optimization asked
+        for), the frozen spec's directory and the holdout."""
+        f = self.frozen
+        return (f.repo, f.spec_dir, *([f.holdout] if f.holdout is not None else []))
 
     def prepare(self, workspace: Path, shadow: Path, artifacts: Path | None) -> Prepared:
         f = self.frozen
@@ -206,6 +220,7 @@ class ExternalTask:
         git(["init", "-q"], cwd=workspace)
         git(["fetch", "-q", "--no-tags", repo, base], cwd=workspace)
         git(["checkout", "-q", "--detach", base], cwd=workspace)
+        forget_source(workspace / ".git")
         git(["config", "optarena.workspace", "true"], cwd=workspace)
         git(["clone", "-q", "--bare", "--no-hardlinks", repo, str(shadow)], cwd=workspace)
         tracked = set(

@@ -4,14 +4,16 @@ The ledger row is inserted as `running` before anything happens, and finished ex
 `complete` in one transaction with everything (record, judgement, artifact references, the
 metered model calls), or `interrupted` (the start record plus the error, and the calls the
 proxy logged so far) when anything stops the trial, including Ctrl-C and SIGTERM. A `kill -9`
-leaves the row `running` until the next `Ledger.open`, which finds its process gone and marks
-it interrupted. Every runner's model calls are metered (`optarena.agents.run_metered`); the
-trial's files follow one documented layout (`optarena.records.TrialPaths`).
+leaves the row `running` until the next command that runs trials recovers (`Ledger.reconcile`,
+its first step), which finds its process gone and marks it interrupted. Every runner's model
+calls are metered (`optarena.agents.run_metered`); the trial's files follow one documented
+layout (`optarena.records.TrialPaths`).
 The agent's status and the judge's verdict are separate: a timed-out or crashed agent's
 delivered files are judged like any other.
 
-The agent runs in an agent sandbox (`optarena.sandbox.AgentSandbox`) that hides the ledger
-directory and other trials' workspaces and lets it write only its workspace and private
+The agent runs in an agent sandbox (`optarena.sandbox.AgentSandbox`, its spec from
+`agent_sandbox_spec`) whose root holds only the system, the toolchain and its own directories
+(no ledger, other trial or task package) and lets it write only its workspace and private
 homes; what was active is the record's `agent_sandbox`. Before judging, optarena's own files
 and the task package are checked against their references (`judge.verify_judge`): a
 difference is recorded (`outside_changes`, reason `judge_tampered`) and nothing is judged.
@@ -27,7 +29,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -37,7 +39,6 @@ from optarena.agents import (
     AgentOutcome,
     AgentRunner,
     RunContext,
-    SandboxSpec,
     create_runner,
     run_metered,
     runner_ref,
@@ -55,6 +56,7 @@ from optarena.ledger import (
     utc_now,
 )
 from optarena.records import TrialPaths
+from optarena.runs._containment import agent_sandbox_spec
 from optarena.runs._delivery import describe, refusal_judgement, store_delivery
 from optarena.runs._judging import JudgeFn
 from optarena.runs._sources import TrialTask, trial_task
@@ -66,7 +68,7 @@ from optarena.runs._workspace import (
     check_workspace,
     clear_dir,
 )
-from optarena.sandbox import AgentSandboxPolicy, printable
+from optarena.sandbox import printable
 from optarena.tasks import Task
 from optarena.tasks.external import FrozenExternal
 
@@ -385,7 +387,14 @@ def _run_agent(
         record.id,
         record.task.id,
         paths,
-        sandbox=_sandbox_spec(config, ledger, paths, task.hidden()),
+        sandbox=agent_sandbox_spec(
+            ledger,
+            workspace=paths.workspace,
+            home=paths.home,
+            limits=config.limits,
+            task_hidden=task.hidden(),
+            enabled=config.agent_sandbox,
+        ),
     )
     for hook in hooks:
         context = hook.before_agent(context) or context
@@ -393,23 +402,6 @@ def _run_agent(
     for hook in hooks:
         outcome = hook.after_agent(context, outcome)
     return outcome
-
-
-def _sandbox_spec(
-    config: TrialConfig, ledger: Ledger, paths: TrialPaths, task_hidden: tuple[Path, ...]
-) -> SandboxSpec:
-    """Hide the ledger directory (database, artifacts, every trial's work directory), every
-    other trial's workspace and what the task hides (an external task's holdout); give the
-    agent a private HOME in its work directory."""
-    if not config.agent_sandbox:
-        return SandboxSpec(policy=AgentSandboxPolicy.off())
-    mine = paths.workspace.resolve()
-    others = [w for w in ledger.workspaces() if w.is_dir() and w.resolve() != mine]
-    policy = AgentSandboxPolicy()
-    if config.limits.max_processes is not None:
-        policy = replace(policy, max_processes=config.limits.max_processes)
-    hidden = (ledger.home, *others, *task_hidden)
-    return SandboxSpec(policy=policy, hidden=hidden, home=paths.home)
 
 
 def _sandbox_record(

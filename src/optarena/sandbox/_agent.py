@@ -8,17 +8,23 @@ reported either way (`report()`, recorded as the trial's `agent_sandbox`):
 
 - **user**: when optarena runs as root, a dedicated unprivileged uid per agent (leased like a
   worker's), owning only the agent's writable directories for the length of the run;
-- **mounts**: a private mount namespace in which every mount is read-only except the agent's
-  writable directories (its workspace, its private home and config home) and private scratch
-  (`/tmp`, `/var/tmp`, `/dev/shm`, fresh per run); the ledger directory (database, artifacts,
-  other trials), other trials' workspaces and `/run` are hidden (an empty tmpfs over them);
+- **mounts**: a private mount namespace whose root is default-deny (`_root`, planned by
+  `_mounts.private_root`): a fresh read-only tmpfs holding only the system directories, the
+  toolchain on PATH, the interpreter, optarena's package, the readable paths and, writable, the
+  agent's directories (its workspace, its private home and config home); private scratch
+  (`/tmp`, `/var/tmp`, `/dev/shm`, fresh per run). The ledger, other trials, the task, homes,
+  `/run` and the host's sockets do not exist inside; the hidden paths are emptied where they
+  lie inside something shown. Where the kernel allows no private root: every mount read-only
+  but those directories, the hidden paths and `/run` masked by an empty tmpfs;
+- **pid**: with the mounts, a PID namespace and a fresh `/proc` (the holder -> init -> agent
+  forks of `_child`): no other process to list, signal or enter through `/proc/PID/root`;
 - **network**: a network namespace holding only a loopback, on which `_agent_relay` listens at
   127.0.0.1:PORT for each allowed port and relays to optarena over a Unix socket: the metering
   proxy is reachable, nothing else on the host or beyond is;
 - **cgroup**: a pids cgroup holding the agent's whole tree (`pids.max`), however detached, so
   that the end of the run, a timeout or Ctrl-C kills all of it; plus a parent-death signal, and
-  `_agent_sweep.sweep_agent_leftovers` for what a `kill -9` of optarena left running (run by
-  the ledger's reconcile at the next start).
+  `_agent_sweep.sweep_agent_leftovers` for what a `kill -9` of optarena left running and its
+  bridge sockets (run by the ledger's reconcile, the first step of the next run).
 
 What the child does before exec is in `_agent_child`; the network relay in `_agent_net` (host
 side) and `_agent_relay` (inside the namespace).
@@ -35,7 +41,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -46,11 +51,13 @@ from optarena.errors import OptarenaError
 from optarena.sandbox import _linux
 from optarena.sandbox._agent_child import AgentChildPlan, agent_child_setup, under_any
 from optarena.sandbox._agent_net import UnixBridge
-from optarena.sandbox._agent_sweep import AgentCgroup
+from optarena.sandbox._agent_sweep import AgentCgroup, owned_name, remove_socket_dir, socket_bases
 from optarena.sandbox._cgroup import PidsCgroup
-from optarena.sandbox._mounts import SCRATCH_DIRS, Mask, blockers, plan_masks
+from optarena.sandbox._mounts import SCRATCH_DIRS, Mask, blockers, plan_masks, private_root
+from optarena.sandbox._probe import Capabilities
 from optarena.sandbox._process import ResourceLimits, kill_tree, spawn
-from optarena.sandbox._sandbox import interpreter_paths, probe
+from optarena.sandbox._root import RootPlan
+from optarena.sandbox._sandbox import _fd_ceiling, interpreter_paths, probe
 from optarena.sandbox._tree import (
     descendants,
     is_zombie,
@@ -142,6 +149,7 @@ class AgentSandbox:
         self.timing = _Timing()
         self._nproc: int | None = None
         self._given: list[Path] = []  # directories chowned to the agent's uid, to take back
+        self.shown: list[str] = []  # what its private root binds (empty: none was built)
 
     # -- starting ---------------------------------------------------------------------------
 
@@ -160,7 +168,10 @@ class AgentSandbox:
         `python3` may be it), optarena's own package (its relays), PATH (so commands
         resolve) and the version managers behind its shims, the readable and writable
         paths."""
-        path_dirs = [os.path.realpath(d) for d in os.environ.get("PATH", "").split(":") if d]
+        # Absolute entries only: `.` or `bin` would name optarena's working directory (a
+        # project, its repository) here and the agent's own inside.
+        entries = os.environ.get("PATH", "").split(":")
+        path_dirs = [os.path.realpath(d) for d in entries if d.startswith("/")]
         path_dirs = [d for d in path_dirs if os.path.isdir(d) and not under_any(d, self.hidden)]
         # A version manager's shims (pyenv, rbenv, asdf: `~/.pyenv/shims/python3`) are scripts
         # that run the manager from its root: without it every `python3` exits 127.
@@ -207,7 +218,9 @@ class AgentSandbox:
             self._given.append(path)
         self.measures["user"] = f"uid {self.lease.uid}"
 
-    def _make_cgroup(self, unavailable: str | None, base: Path | None) -> None:
+    def _make_cgroup(self, unavailable: str | None, base: Path | None, helpers: int) -> None:
+        """`helpers`: optarena's own processes in the cgroup (a PID namespace's holder and
+        init), allowed on top of the policy's limit."""
         if not self.policy.enabled or not self.policy.cgroup:
             self.measures["cgroup"] = "off"
             return
@@ -216,7 +229,7 @@ class AgentSandbox:
             self.notes.append(f"cgroup: {unavailable}")
             return
         try:
-            self.cgroup = AgentCgroup(base, self.policy.max_processes)
+            self.cgroup = AgentCgroup(base, self.policy.max_processes + helpers)
             self.measures["cgroup"] = f"pids.max={self.policy.max_processes}"
         except OSError as e:
             self.measures["cgroup"] = "unavailable"
@@ -224,13 +237,50 @@ class AgentSandbox:
 
     def _open_bridges(self) -> None:
         """One Unix socket per allowed port, in a fresh directory under /run (or the temp
-        directory): both are hidden in every agent's mount namespace but this one's."""
-        base = "/run" if os.access("/run", os.W_OK) else None
-        self.sockets = Path(tempfile.mkdtemp(prefix="optarena-agent-", dir=base))
+        directory), absent from every other agent's root; named after this process, so that
+        the sweep after a `kill -9` can tell it is left over (`_agent_sweep`)."""
+        self.sockets = socket_bases()[0] / owned_name()
+        self.sockets.mkdir(mode=0o711)
         os.chmod(self.sockets, 0o711)
         for port in self.ports:
             bridge = UnixBridge(self.sockets / f"{port}.sock", port, mode=0o600)
             self.bridges.append(bridge)
+
+    def _mount_plan(
+        self, caps: Capabilities, needed: list[str], uid: int | None, fresh_proc: bool
+    ) -> tuple[RootPlan | None, tuple[Mask, ...]]:
+        """The agent's view of the filesystem: a default-deny root where the machine allows
+        one (only the system, the toolchain, `needed` and the writable directories exist),
+        else masks over the hidden paths and everything else read-only. `fresh_proc`: /proc
+        is its own (a PID namespace: no other process's /proc/PID/root or cwd to walk into)."""
+        scratch = [d for d in SCRATCH_DIRS if os.path.isdir(d)]
+        if caps.private_root is None:
+            writable = [str(w) for w in self.writable]
+            root = private_root(
+                [n for n in needed if n not in writable],
+                writable,
+                scratch,
+                self.hidden,
+                fresh_proc=fresh_proc,
+                path_env=os.environ.get("PATH", ""),
+            )
+            self.shown = sorted(root.paths("bind"))
+            self.measures["mounts"] = (
+                "private root: only the system, the toolchain and the named paths exist; "
+                f"writable: {', '.join(writable)}; private {', '.join(root.paths('scratch'))}"
+            )
+            return root, ()
+        self.notes.append(f"mounts: no private root ({caps.private_root}); paths hidden by list")
+        blocked = list(blockers(needed, uid, uid)) if uid is not None else []
+        hide = [h for h in (*self.hidden, *HIDDEN_ALWAYS) if os.path.isdir(h)]
+        masks = tuple(plan_masks(needed, hide, scratch, blocked))
+        hidden = sorted(m.path for m in masks if not m.scratch)
+        self.measures["mounts"] = (
+            "read-only but for the writable directories; private "
+            + ", ".join(m.path for m in masks if m.scratch)
+            + (f"; hidden: {', '.join(hidden)}" if hidden else "")
+        )
+        return None, masks
 
     def _plan(self) -> AgentChildPlan:
         caps = probe()
@@ -238,38 +288,32 @@ class AgentSandbox:
         use_mnt = self._measure("mounts", self.policy.mounts, caps.mountns)
         if use_net and self.ports:
             self._open_bridges()
+        use_pid = use_mnt and caps.pidns is None
         needed = self._needed()
         self._lease_uid(caps.root, use_mnt, needed)
-        self._make_cgroup(caps.cgroup, caps.cgroup_base)
+        self._make_cgroup(caps.cgroup, caps.cgroup_base, helpers=2 if use_pid else 0)
         uid = self.lease.uid if self.lease else None
         for bridge in self.bridges:
             if uid is not None:
                 os.chown(bridge.path, uid, uid)
+        root, masks = self._mount_plan(caps, needed, uid, use_pid) if use_mnt else (None, ())
         flags = (_linux.CLONE_NEWNET if use_net else 0) | (_linux.CLONE_NEWNS if use_mnt else 0)
         if use_mnt and caps.ipcns is None:
             flags |= _linux.CLONE_NEWIPC  # no SysV shared memory or queues of the host
+        flags |= _linux.CLONE_NEWPID if use_pid else 0
         ids = None
         if flags and not caps.root:
             flags |= _linux.CLONE_NEWUSER
             ids = (os.getuid(), os.getgid())
-        masks: tuple[Mask, ...] = ()
-        if use_mnt:
-            blocked = list(blockers(needed, uid, uid)) if uid is not None else []
-            scratch = [d for d in SCRATCH_DIRS if os.path.isdir(d)]
-            hide = [h for h in (*self.hidden, *HIDDEN_ALWAYS) if os.path.isdir(h)]
-            masks = tuple(plan_masks(needed, hide, scratch, blocked))
-            hidden = sorted(m.path for m in masks if not m.scratch)
-            self.measures["mounts"] = (
-                "read-only but for the writable directories; private "
-                + ", ".join(m.path for m in masks if m.scratch)
-                + (f"; hidden: {', '.join(hidden)}" if hidden else "")
-            )
         self.measures["ipc"] = "private" if flags & _linux.CLONE_NEWIPC else "host"
+        self.measures["pid"] = "namespace, own /proc" if use_pid else "host /proc"
         if use_net:
             allowed = ", ".join(f"127.0.0.1:{p}" for p in self.ports)
             self.measures["network"] = f"netns, reachable: {allowed or 'nothing'}"
         userns = bool(flags & _linux.CLONE_NEWUSER)
-        nproc = self.policy.max_processes if (self.lease or userns) else None
+        # In a user namespace RLIMIT_NPROC counts its tasks: the PID namespace's two helpers too.
+        helpers = 2 if use_pid and userns else 0
+        nproc = self.policy.max_processes + helpers if (self.lease or userns) else None
         self._nproc = nproc
         return AgentChildPlan(
             workdir=str(self.writable[0]),
@@ -277,6 +321,7 @@ class AgentSandbox:
             userns_ids=ids,
             loopback=use_net,
             masks=masks,
+            root=root,
             scratch_mb=self.policy.scratch_mb,
             writable=tuple(str(w) for w in self.writable),
             readonly=use_mnt,
@@ -315,6 +360,8 @@ class AgentSandbox:
         if plan.unshare_flags & _linux.CLONE_NEWNS:
             env["TMPDIR"] = "/tmp"
         r, w = os.pipe()
+        sr, sw = os.pipe()  # init -> holder: the agent's wait status (PID namespace)
+        plan = replace(plan, status_fds=(sr, sw), fd_ceiling=_fd_ceiling())
         try:
             self.proc = spawn(
                 argv,
@@ -338,9 +385,9 @@ class AgentSandbox:
                 ) from None
             raise
         finally:
-            os.close(r)
-            if w >= 0:
-                os.close(w)
+            for fd in (r, w, sr, sw):
+                if fd >= 0:
+                    os.close(fd)
         if plan.unshare_flags & _linux.CLONE_NEWUSER:
             ns = namespace_of(self.proc.pid, "user")
             mine = namespace_of(os.getpid(), "user")
@@ -395,8 +442,7 @@ class AgentSandbox:
             self.bridge_refused += bridge.refused
         self.bridges = []
         if self.sockets is not None:
-            with contextlib.suppress(OSError):
-                self.sockets.rmdir()
+            remove_socket_dir(self.sockets)
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
@@ -426,9 +472,12 @@ class AgentSandbox:
             "network": m.get("network", "off"),
             "mounts": m.get("mounts", "off"),
             "ipc": m.get("ipc", "host"),
+            "pid": m.get("pid", "host /proc"),
             "processes": ", ".join(processes) or "not enforced",
             "cleanup": cleanup,
             "writable": [str(w) for w in self.writable],
+            # With a private root everything not `visible` is absent, `hidden` included.
+            "visible": list(self.shown) if self.shown else None,
             "hidden": sorted({*self.hidden, *HIDDEN_ALWAYS})
             if m.get("mounts", "off") not in ("off", "unavailable")
             else [],

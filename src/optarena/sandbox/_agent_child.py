@@ -18,24 +18,12 @@ from dataclasses import dataclass
 from optarena.sandbox import _linux
 from optarena.sandbox._agent_net import loopback_up
 from optarena.sandbox._cgroup import attach_self
-from optarena.sandbox._mounts import Mask, apply_masks
+from optarena.sandbox._child import ChildPlan
+from optarena.sandbox._child import _enter_pid_namespace as enter_pid_namespace
+from optarena.sandbox._mounts import Mask, apply_masks, mount_proc
+from optarena.sandbox._root import RootPlan, enter_root, leave_old_root, mount_points
 
 _UNTOUCHED = ("/proc", "/dev")  # kernel interfaces: left as they are (devices stay usable)
-
-MS_NOEXEC = 8
-MS_NOATIME = 1024
-MS_NODIRATIME = 2048
-MS_RELATIME = 1 << 21
-MS_STRICTATIME = 1 << 24
-_MOUNT_FLAGS = {
-    "nosuid": _linux.MS_NOSUID,
-    "nodev": _linux.MS_NODEV,
-    "noexec": MS_NOEXEC,
-    "noatime": MS_NOATIME,
-    "nodiratime": MS_NODIRATIME,
-    "relatime": MS_RELATIME,
-    "strictatime": MS_STRICTATIME,
-}
 
 
 @dataclass(frozen=True)
@@ -53,39 +41,14 @@ class AgentChildPlan:
     cgroup_procs: str | None = None
     uid: int | None = None
     nproc: int | None = None
+    root: RootPlan | None = None  # a default-deny root, instead of `masks` and `readonly`
+    status_fds: tuple[int, int] = (-1, -1)  # init -> holder (PID namespace, see `_child`)
+    fd_ceiling: int = 4096
     err_fd: int = -1
-
-
-def _unescape(field_: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as octal (`\\040`)."""
-    out, i = [], 0
-    while i < len(field_):
-        if field_[i] == "\\" and field_[i + 1 : i + 4].isdigit() and i + 4 <= len(field_):
-            out.append(chr(int(field_[i + 1 : i + 4], 8)))
-            i += 4
-        else:
-            out.append(field_[i])
-            i += 1
-    return "".join(out)
 
 
 def under_any(path: str, roots: Sequence[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
-
-
-def mount_points(text: str) -> list[tuple[str, int]]:
-    """(mount point, flags to keep on a read-only remount) of each line of a mountinfo text.
-    The flags kept are the per-mount ones the kernel locks inside a user namespace."""
-    out: list[tuple[str, int]] = []
-    for line in text.splitlines():
-        fields = line.split(" - ", 1)[0].split()
-        if len(fields) < 6:
-            continue
-        flags = 0
-        for opt in fields[5].split(","):
-            flags |= _MOUNT_FLAGS.get(opt, 0)
-        out.append((_unescape(fields[4]), flags))
-    return out
 
 
 def readonly_rest(keep_writable: Sequence[str]) -> None:
@@ -126,13 +89,22 @@ def agent_child_setup(plan: AgentChildPlan) -> None:
                     f.write(text)
         if plan.loopback:
             loopback_up()
-        if plan.unshare_flags & _linux.CLONE_NEWNS:
+        if plan.unshare_flags & _linux.CLONE_NEWNS and plan.root is not None:
+            enter_root(plan.root, plan.scratch_mb)
+        elif plan.unshare_flags & _linux.CLONE_NEWNS:
             apply_masks(plan.masks, plan.scratch_mb)
             for path in plan.writable:  # its own mount, so the read-only pass passes it by
                 _linux.mount(path, path, None, _linux.MS_BIND | _linux.MS_REC)
             if plan.readonly:
                 scratch = [m.path for m in plan.masks if m.scratch]
                 readonly_rest([*plan.writable, *scratch])
+        if plan.unshare_flags & _linux.CLONE_NEWPID:
+            # holder (optarena's namespace) -> init -> the agent, as a candidate's worker has
+            enter_pid_namespace(ChildPlan(plan.workdir, status_fds=plan.status_fds,
+                                          fd_ceiling=plan.fd_ceiling))  # fmt: skip
+            mount_proc()  # from inside: it lists the namespace's processes only
+        if plan.unshare_flags & _linux.CLONE_NEWNS and plan.root is not None:
+            leave_old_root(plan.root)
         os.chdir(plan.workdir)  # after the mounts: the old cwd is on the read-only mount
         if plan.nproc is not None:
             import resource

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from optarena.sandbox import _linux, _seccomp
 from optarena.sandbox._cgroup import attach_self
 from optarena.sandbox._mounts import Mask, apply_masks, mount_proc, readonly_root
+from optarena.sandbox._root import RootPlan, enter_root, leave_old_root
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class ChildPlan:
     nproc: int | None = None  # RLIMIT_NPROC, set after unshare (a new user namespace's limit
     # is captured from the creator's at creation, so set before it would cap the whole user)
     readonly: tuple[str, ...] | None = None  # read-only root except these paths (None: off)
+    root: RootPlan | None = None  # a default-deny root, instead of masks and `readonly`
     err_fd: int = -1
     status_fds: tuple[int, int] = (-1, -1)  # init -> holder: the worker's wait status
     fd_ceiling: int = 4096  # above the judge's highest descriptor (fallback close loop)
@@ -171,7 +173,9 @@ def child_setup(plan: ChildPlan) -> None:
             _write("/proc/self/uid_map", f"{uid} {uid} 1")
             _write("/proc/self/gid_map", f"{gid} {gid} 1")
         mount_ns = bool(plan.unshare_flags & _linux.CLONE_NEWNS)
-        if mount_ns:
+        if mount_ns and plan.root is not None:
+            enter_root(plan.root, plan.scratch_mb)
+        elif mount_ns:
             apply_masks(plan.masks, plan.scratch_mb)
             if plan.readonly is not None:
                 readonly_root(plan.readonly)
@@ -182,6 +186,8 @@ def child_setup(plan: ChildPlan) -> None:
                 os.close(fd)
             if mount_ns:
                 mount_proc()  # from inside: a procfs shows the namespace of its mounter
+        if mount_ns and plan.root is not None:
+            leave_old_root(plan.root)
         os.chdir(plan.workdir)
         if plan.nproc is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (plan.nproc, plan.nproc))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import platform
 import sys
 
 CLONE_NEWNS = 0x00020000
@@ -29,6 +30,8 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MS_RELATIME = 1 << 21
+MS_STRICTATIME = 1 << 24
+MNT_DETACH = 2
 
 # mount_setattr(2) (Linux >= 5.12): change flags of a whole mount tree in one call.
 AT_RECURSIVE = 0x8000
@@ -36,6 +39,17 @@ MOUNT_ATTR_RDONLY = 0x1
 # Syscall numbers from the table shared by all architectures since Linux 5.1.
 SYS_CLOSE_RANGE = 436
 SYS_MOUNT_SETATTR = 442
+# pivot_root(2) predates the shared table: its number differs per architecture (glibc has no
+# wrapper). Elsewhere a private root is reported unavailable, never faked with chroot.
+SYS_PIVOT_ROOT = {
+    "x86_64": 155,
+    "aarch64": 41,
+    "arm64": 41,
+    "riscv64": 41,
+    "ppc64le": 203,
+    "ppc64": 203,
+    "s390x": 217,
+}.get(platform.machine())
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -53,6 +67,7 @@ if sys.platform.startswith("linux"):
         ctypes.c_char_p,
     ]
     _libc.unshare.argtypes = [ctypes.c_int]
+    _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
     _libc.syscall.restype = ctypes.c_long
     _libc.prctl.argtypes = [
         ctypes.c_int,
@@ -180,3 +195,21 @@ def close_fds_except(keep: set[int], ceiling: int) -> None:
                 os.closerange(start, min(last, ceiling) + 1)
         if k is not None:
             start = k + 1
+
+
+def umount2(target: str, flags: int) -> None:
+    if _libc is None:
+        raise OSError(38, "umount2: not Linux")
+    _check(_libc.umount2(target.encode(), flags), f"umount {target}")
+
+
+def pivot_root(new_root: str, put_old: str) -> None:
+    """Make `new_root` this mount namespace's root and `put_old` the old one's place."""
+    if _libc is None or SYS_PIVOT_ROOT is None:
+        raise OSError(38, f"pivot_root: no syscall number known for {platform.machine()}")
+    result = _libc.syscall(
+        ctypes.c_long(SYS_PIVOT_ROOT),
+        ctypes.c_char_p(new_root.encode()),
+        ctypes.c_char_p(put_old.encode()),
+    )
+    _check(0 if result == 0 else -1, "pivot_root")

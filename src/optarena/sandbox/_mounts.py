@@ -19,6 +19,7 @@ their old places, only the paths under it that the worker needs. It is used to
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -26,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from optarena.sandbox import _linux
+from optarena.sandbox._root import RootPlan, _mounts_with_flags, plan_root
 
 SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 # A worker's root filesystem is read-only: every directory programs expect to write becomes
@@ -142,36 +144,6 @@ def apply_masks(masks: Sequence[Mask], scratch_mb: int) -> None:
             _linux.mount(None, m.path, None, _linux.MS_REMOUNT | _linux.MS_RDONLY | flags)
 
 
-_MOUNT_FLAGS = {
-    "nosuid": _linux.MS_NOSUID,
-    "nodev": _linux.MS_NODEV,
-    "noexec": _linux.MS_NOEXEC,
-    "noatime": _linux.MS_NOATIME,
-    "nodiratime": _linux.MS_NODIRATIME,
-    "relatime": _linux.MS_RELATIME,
-}
-
-
-def _unescape(field: str) -> str:
-    """mountinfo writes space, tab, newline and backslash in paths as octal escapes."""
-    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        field = field.replace(code, char)
-    return field
-
-
-def _mounts_with_flags() -> list[tuple[str, int]]:
-    """(mount point, per-mount MS_* flags) of every mount in this namespace, outermost first."""
-    out: list[tuple[str, int]] = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            flags = 0
-            for opt in fields[5].split(","):
-                flags |= _MOUNT_FLAGS.get(opt, 0)
-            out.append((_unescape(fields[4]), flags))
-    return out
-
-
 def _remount_each(readonly: bool, only: Sequence[str] | None = None) -> None:
     """The fallback before mount_setattr(2): remount mount by mount, keeping each one's other
     flags (a remount that dropped a locked nosuid would fail in a user namespace)."""
@@ -212,3 +184,139 @@ def mount_proc() -> None:
     the judge's process, whose command line would otherwise be readable."""
     flags = _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC
     _linux.mount("proc", "/proc", "proc", flags, "hidepid=2")
+
+
+# --- the default-deny view: what any sandbox's private root holds ---------------------------
+
+# The system: programs, libraries and configuration. Homes, /opt, /srv, /mnt, /media, /var and
+# /run are absent unless a path in them is named (a toolchain on PATH, the interpreter).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+# What a program installed under PREFIX/bin reads beside it (a venv's pyvenv.cfg, a conda or
+# node prefix's libraries); never PREFIX/share, which under ~/.local holds the default ledger.
+PREFIX_PARTS = ("lib", "lib64", "libexec", "include", "pyvenv.cfg")
+_LINKS_SCANNED = 4096  # entries of one PATH directory looked at for links out of it
+_SOCKETS_SCANNED = 4096  # entries of /dev looked at for sockets
+
+
+def _homes() -> set[str]:
+    """Home directories: never shown whole because a PATH entry sits directly in one."""
+    import pwd
+
+    found = {os.path.expanduser("~"), "/root"}
+    with contextlib.suppress(KeyError):
+        found.add(pwd.getpwuid(os.getuid()).pw_dir)
+    return {os.path.realpath(h) for h in found if h}
+
+
+def _prefix_parts(bin_dir: str, homes: set[str]) -> list[str]:
+    prefix = os.path.dirname(bin_dir)
+    if prefix in ("/", *homes):
+        return []
+    return [
+        os.path.join(prefix, p) for p in PREFIX_PARTS if os.path.lexists(os.path.join(prefix, p))
+    ]
+
+
+def _install_of(real: str, homes: set[str]) -> list[str]:
+    """What a program at `real` reads besides itself: its directory, its prefix's libraries,
+    and for an npm package the outermost `node_modules` it lives in."""
+    parent = os.path.dirname(real)
+    out = [parent]
+    if os.path.basename(parent) in ("bin", "sbin"):
+        out += _prefix_parts(parent, homes)
+    parts = real.split("/")
+    if "node_modules" in parts:
+        out.append("/".join(parts[: parts.index("node_modules") + 1]))
+    return out
+
+
+def _links_out(directory: str, inside: Sequence[str]) -> list[str]:
+    """Real paths of the links in `directory` that point outside `inside` (capped)."""
+    out = []
+    try:
+        with os.scandir(directory) as it:
+            for n, entry in enumerate(it):
+                if n >= _LINKS_SCANNED:
+                    break
+                if entry.is_symlink():
+                    real = os.path.realpath(entry.path)
+                    if os.path.exists(real) and not any(_under(real, r) for r in inside):
+                        out.append(real)
+    except OSError:
+        return []
+    return out
+
+
+def toolchain_paths(path_env: str) -> list[str]:
+    """What programs on `path_env` (a PATH value) need beyond the system directories: each
+    absolute PATH directory; for PREFIX/bin the prefix's libraries; for a version manager's
+    `shims` the manager's root (pyenv's shims run `$PYENV_ROOT/libexec/pyenv`); rustup's home
+    beside `~/.cargo/bin`; and where a PATH directory's links point (a CLI linked from
+    `~/.local/bin` into its own installation). Relative entries are ignored: inside the
+    sandbox they would name the agent's own directory, outside they could name anything."""
+    homes = _homes()
+    dirs = [d for d in path_env.split(":") if d.startswith("/") and os.path.isdir(d)]
+    out: list[str] = []
+    for d in dirs:
+        if os.path.realpath(d) == "/":
+            continue
+        out.append(d)
+        base = os.path.basename(d.rstrip("/"))
+        if base in ("bin", "sbin"):
+            out += _prefix_parts(d, homes)
+        if base == "shims":
+            out.append(os.path.dirname(d))
+        if d.rstrip("/").endswith("/.cargo/bin"):
+            rustup = os.environ.get("RUSTUP_HOME") or os.path.join(d, "..", "..", ".rustup")
+            if os.path.isdir(rustup):
+                out.append(os.path.normpath(rustup))
+        real = os.path.realpath(d)
+        if not any(_under(real, s) for s in SYSTEM_DIRS):
+            for target in _links_out(real, [real, *SYSTEM_DIRS]):
+                out += [target, *_install_of(target, homes)]
+    return list(dict.fromkeys(out))
+
+
+def socket_files(root: str = "/dev") -> list[str]:
+    """Unix sockets below `root` (capped, links not followed): a bound /dev must not carry the
+    host's /dev/log or any other daemon's socket into a sandbox."""
+    found: list[str] = []
+    stack, seen = [root], 0
+    while stack and seen < _SOCKETS_SCANNED:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    seen += 1
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+                        found.append(entry.path)
+        except OSError:
+            continue
+    return found
+
+
+def private_root(
+    read: Sequence[str],
+    write: Sequence[str],
+    scratch: Sequence[str],
+    hide: Sequence[str] = (),
+    *,
+    fresh_proc: bool,
+    path_env: str,
+) -> RootPlan:
+    """The default-deny root of a sandbox: the system directories, the toolchain on
+    `path_env`, `read` (read-only) and `write`, private `scratch`, /dev (its sockets
+    replaced by /dev/null, its message-queue mount emptied) and /sys read-only without the
+    cgroup tree, and /proc: an empty directory for a fresh procfs (`fresh_proc`, mounted by
+    the caller inside its PID namespace) or else the host's. `hide` is emptied wherever it
+    lies inside something shown."""
+    kernel = ["/dev", "/sys"]
+    host_only = ["/sys/fs/cgroup", "/dev/mqueue", *socket_files("/dev")]
+    return plan_root(
+        read=[*SYSTEM_DIRS, *toolchain_paths(path_env), *kernel, *read],
+        write=[*write, *([] if fresh_proc else ["/proc"])],
+        scratch=scratch,
+        hide=[*host_only, *hide],
+        dirs=["/proc"] if fresh_proc else [],
+    )

@@ -21,7 +21,7 @@ from optarena.sandbox._cgroup import (
     sweep_stale,
 )
 from optarena.sandbox._child import ChildPlan, try_child
-from optarena.sandbox._mounts import Mask
+from optarena.sandbox._mounts import Mask, private_root
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Capabilities:
     pidns: str | None = "not probed"  # a PID namespace with its own /proc
     ipcns: str | None = "not probed"
     readonly_root: str | None = "not probed"  # every mount read-only but chosen ones
+    private_root: str | None = "not probed"  # a default-deny root (`_root`, pivot_root)
 
 
 def _works(layout: Layout) -> str | None:
@@ -80,7 +81,9 @@ def probe() -> Capabilities:
     root = os.geteuid() == 0
     if not _linux.available():
         why = "not Linux"
-        return Capabilities(root, why, why, why, pidns=why, ipcns=why, readonly_root=why)
+        return Capabilities(
+            root, why, why, why, pidns=why, ipcns=why, readonly_root=why, private_root=why
+        )
     ids = None if root else (os.getuid(), os.getgid())
     user = 0 if root else _linux.CLONE_NEWUSER
     # "/" rather than the caller's cwd: a cwd under /tmp (a CI checkout) vanishes behind the
@@ -93,6 +96,12 @@ def probe() -> Capabilities:
     pidns = try_child(ChildPlan(cwd, user | ns | _linux.CLONE_NEWPID, ids))
     ipcns = try_child(ChildPlan(cwd, user | _linux.CLONE_NEWIPC, ids))
     readonly = try_child(ChildPlan(cwd, user | ns, ids, masks=tmp, readonly=("/tmp",)))
+    # As sandboxes use it: with a fresh /proc in a PID namespace where there is one (inside a
+    # user namespace that mount has conditions of its own).
+    pid = _linux.CLONE_NEWPID if pidns is None else 0
+    path_env = os.environ.get("PATH", "")
+    empty = private_root([], [], ["/tmp"], fresh_proc=bool(pid), path_env=path_env)
+    new_root = try_child(ChildPlan(cwd, user | ns | pid, ids, root=empty))
     layout = _probe_cgroups()
     pids = layout.chosen.get("pids")
     cgroup = layout.why_not.get("pids") if pids is None else None
@@ -106,6 +115,7 @@ def probe() -> Capabilities:
         pidns=pidns,
         ipcns=ipcns,
         readonly_root=readonly,
+        private_root=new_root,
     )
 
 

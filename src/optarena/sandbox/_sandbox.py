@@ -48,9 +48,10 @@ from optarena.sandbox._leftovers import (
     remove_mqueues_of,
     remove_sysv_of,
 )
-from optarena.sandbox._mounts import WORKER_SCRATCH, Mask, blockers, plan_masks
+from optarena.sandbox._mounts import WORKER_SCRATCH, Mask, blockers, plan_masks, private_root
 from optarena.sandbox._probe import Capabilities, interpreter_paths, probe
 from optarena.sandbox._process import MiB, ResourceLimits, kill_tree, spawn
+from optarena.sandbox._root import RootPlan
 from optarena.sandbox._tree import (
     children_of,
     continue_all,
@@ -243,6 +244,19 @@ class Sandbox:
             return False
         return True
 
+    def _private_root(self, needed: list[str], fresh_proc: bool) -> RootPlan:
+        """Default-deny (`_root`): only the system, the toolchain, `needed`, the workdir and
+        scratch exist; no ledger, other trial, source repository or host socket to read."""
+        scratch = [d for d in WORKER_SCRATCH if os.path.isdir(d) and not os.path.islink(d)]
+        workdir = str(self.workdir)
+        read = [n for n in needed if n != workdir]
+        path_env = os.environ.get("PATH", "")
+        root = private_root(read, [workdir], scratch, self.hide, fresh_proc=fresh_proc,
+                            path_env=path_env)  # fmt: skip
+        hidden = f" (hidden: {', '.join(self.hide)})" if self.hide else ""
+        self.measures["mounts"] = f"private root{hidden}"
+        return root
+
     def _mount_plan(
         self, needed: list[str], readonly: bool
     ) -> tuple[tuple[Mask, ...], tuple[str, ...] | None]:
@@ -296,6 +310,9 @@ class Sandbox:
         writable: tuple[str, ...] | None = None
         if use_mnt:
             masks, writable = self._mount_plan(needed, use_ro)
+        root = None
+        if use_ro and self.policy.scratch and caps.private_root is None:
+            root = self._private_root(needed, fresh_proc=use_pid)
         for name, on in (("network", use_net), ("pid", use_pid), ("ipc", use_ipc)):
             if on:
                 self.measures[name] = "namespace" if name != "network" else "netns"
@@ -314,6 +331,7 @@ class Sandbox:
             unshare_flags=flags,
             userns_ids=ids,
             masks=masks,
+            root=root,
             scratch_mb=self.scratch_mb,
             cgroup_procs=self.cgroup.procs_files if self.cgroup else (),
             worker_only_procs=self.cgroup.measured_procs_files if self.cgroup and not ids else (),

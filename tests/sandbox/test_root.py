@@ -1,0 +1,132 @@
+"""The default-deny root's planner and the toolchain it shows, on trees built in tmp_path."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from optarena.sandbox._mounts import socket_files, toolchain_paths
+from optarena.sandbox._root import RootEntry, plan_root, resolve
+
+
+def _kinds(plan_entries: tuple[RootEntry, ...]) -> list[tuple[str, str]]:
+    return [(e.kind, e.path) for e in plan_entries]
+
+
+def test_links_on_the_way_are_recreated_and_their_targets_bound(tmp_path: Path) -> None:
+    (tmp_path / "real" / "bin").mkdir(parents=True)
+    (tmp_path / "alias").symlink_to("real")  # relative, as /bin -> usr/bin
+    links: dict[str, str] = {}
+    assert resolve(str(tmp_path / "alias" / "bin"), links) == str(tmp_path / "real" / "bin")
+    assert links == {str(tmp_path / "alias"): "real"}
+    plan = plan_root(read=[str(tmp_path / "alias" / "bin")])
+    assert _kinds(plan.entries) == [
+        ("link", str(tmp_path / "alias")),
+        ("bind", str(tmp_path / "real" / "bin")),
+    ]
+    assert plan.entries[0].source == "real"
+
+
+def test_a_link_loop_or_a_missing_path_is_left_out(tmp_path: Path) -> None:
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    assert resolve(str(tmp_path / "a" / "x")) is None
+    assert plan_root(read=[str(tmp_path / "a"), str(tmp_path / "missing")]).entries == ()
+
+
+def test_hidden_inside_a_bound_tree_is_emptied_and_needed_paths_inside_it_come_back(
+    tmp_path: Path,
+) -> None:
+    prefix = tmp_path / "prefix"
+    (prefix / "ledger" / "venv").mkdir(parents=True)
+    (prefix / "ledger" / "ledger.db").write_text("rows")
+    (prefix / "token").write_text("t")
+    plan = plan_root(
+        read=[str(prefix), str(prefix / "ledger" / "venv")],
+        hide=[str(prefix / "ledger"), str(prefix / "token"), str(tmp_path / "elsewhere")],
+    )
+    assert _kinds(plan.entries) == [
+        ("bind", str(prefix)),
+        ("empty", str(prefix / "ledger")),
+        ("null", str(prefix / "token")),
+        ("bind", str(prefix / "ledger" / "venv")),  # after the mask that would hide it
+    ]
+
+
+def test_write_wins_over_read_and_scratch_over_both(tmp_path: Path) -> None:
+    for d in ("ws", "ws/sub", "tmp", "tmp/ledger", "ro", "ro/inner"):
+        (tmp_path / d).mkdir()
+    plan = plan_root(
+        read=[str(tmp_path / "ws"), str(tmp_path / "ro"), str(tmp_path / "ro" / "inner")],
+        write=[
+            str(tmp_path / "ws"),
+            str(tmp_path / "ws" / "sub"),
+            str(tmp_path / "tmp" / "ledger"),
+        ],
+        scratch=[str(tmp_path / "tmp")],
+    )
+    by_path = {e.path: e for e in plan.entries}
+    assert by_path[str(tmp_path / "ws")].writable
+    assert str(tmp_path / "ws" / "sub") not in by_path  # inside a writable bind already
+    assert str(tmp_path / "ro" / "inner") not in by_path  # inside a read-only bind already
+    assert by_path[str(tmp_path / "tmp")].kind == "scratch"
+    order = [e.path for e in plan.entries]  # a bind inside scratch comes after the tmpfs
+    assert order.index(str(tmp_path / "tmp")) < order.index(str(tmp_path / "tmp" / "ledger"))
+
+
+def test_the_root_itself_is_never_bound(tmp_path: Path) -> None:
+    assert plan_root(read=["/", "/."], write=[]).entries == ()
+
+
+def test_toolchain_shows_prefix_libraries_but_never_a_whole_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    venv = tmp_path / "venv"
+    for d in (home / "bin", home / ".local" / "share" / "optarena", venv / "bin", venv / "lib"):
+        d.mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (venv / "share").mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    path_env = f"{home / 'bin'}:relative/bin::{venv / 'bin'}:/"
+    shown = toolchain_paths(path_env)
+    assert shown == [
+        str(home / "bin"),  # its prefix is a home: nothing more of it
+        str(venv / "bin"),
+        str(venv / "lib"),
+        str(venv / "pyvenv.cfg"),
+    ]
+
+
+def test_toolchain_follows_a_cli_linked_from_a_path_directory(tmp_path: Path) -> None:
+    """`~/.local/bin/claude -> ../share/claude/versions/1/claude`: the version directory is
+    shown, and for an npm CLI the whole node_modules tree it lives in."""
+    bin_dir = tmp_path / "local" / "bin"
+    bin_dir.mkdir(parents=True)
+    native = tmp_path / "local" / "share" / "claude" / "versions" / "1"
+    npm = tmp_path / "npm" / "lib" / "node_modules" / "@openai" / "codex" / "bin"
+    for d in (native, npm):
+        d.mkdir(parents=True)
+        (d / "cli").write_text("#!/bin/sh\n")
+    (bin_dir / "claude").symlink_to(native / "cli")
+    (bin_dir / "codex").symlink_to(npm / "cli")
+    shown = toolchain_paths(str(bin_dir))
+    assert str(native) in shown and str(tmp_path / "npm" / "lib" / "node_modules") in shown
+    assert str(tmp_path / "local" / "share") not in shown
+
+
+def test_sockets_are_found_below_a_directory(tmp_path: Path) -> None:
+    import socket
+
+    (tmp_path / "deep" / "er").mkdir(parents=True)
+    path = tmp_path / "deep" / "er" / "log"
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.bind(str(path))
+        (tmp_path / "plain").write_text("x")
+        os.symlink(path, tmp_path / "link")
+        assert socket_files(str(tmp_path)) == [str(path)]
+    finally:
+        s.close()
