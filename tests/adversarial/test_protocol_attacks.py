@@ -348,3 +348,41 @@ def rmsnorm(x, weight, *, eps):
 """
     result = judge_source(timed_task, source)
     assert result.verdict == "accepted", result.reasons
+
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.mark.slow
+def test_helpers_dying_in_the_other_arms_slots_earn_nothing(
+    timed_task: Task, judge_source: JudgeFn
+) -> None:
+    """An independent attack (10 of 10 `improved` at about 0.45): helper processes spawned at
+    load, stopped, then let die of a fatal timer while the candidate is frozen, so their exits
+    ran during the baseline's calls; and a sleep per call that switched the verdict to the
+    wall clock, which carried those exits. Now a process left after the load or a slot is
+    named at once, CPU the cgroup uses while frozen is charged to its next run, and an
+    improvement must show on both clocks."""
+    source = (DATA / "dying_helpers.py").read_text()
+    result = judge_source(timed_task, source, JudgeOptions(budget_s=10.0, seed=121))
+    _never_improved(result, "dying helpers")
+    assert "judge_error" not in result.reason_codes, result.reasons
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        ("forged_header_shape", JudgeOptions(budget_s=3.0)),  # timed: an output frame header
+        ("forged_reply_shape", JudgeOptions(measure=False)),  # correctness: a JSON reply
+        ("forged_violations", JudgeOptions(measure=False)),  # a guard report that is a number
+    ],
+)
+def test_a_forged_reply_the_judge_cannot_use_is_a_protocol_violation(
+    name: str, options: JudgeOptions, timed_task: Task, judge_source: JudgeFn
+) -> None:
+    """Shapes such as (0, 2**62) hold no byte yet make NumPy raise, and a number where a list
+    belongs made the judge raise: each ended in judge_error, or a traceback out of compare."""
+    result = judge_source(timed_task, (DATA / f"{name}.py").read_text(), options)
+    assert result.verdict == "rejected"
+    assert "judge_error" not in result.reason_codes, result.reasons
+    assert "protocol_violation" in result.reason_codes, result.reasons

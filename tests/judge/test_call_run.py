@@ -130,3 +130,53 @@ def test_an_output_is_read_from_the_worker_as_it_was_answered(tmp_path: Path) ->
         assert all(r.call_wall_ns is not None and 0 < r.call_wall_ns <= r.wall_ns for r in results)
     finally:
         w.close()
+
+
+# The first call leaves a child that dies of a fatal timer some 30 ms later, while the worker
+# is frozen between runs (a fatal signal gets through the freezer), tearing down 256 MiB of
+# populated memory as it goes: CPU of the worker's cgroup outside any run.
+DIES_WHILE_FROZEN = """
+import os, signal, mmap
+import numpy as np
+
+_left = []
+
+
+def rmsnorm(x, weight, *, eps):
+    if not _left:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            m = mmap.mmap(-1, 256 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x8000)
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.setitimer(signal.ITIMER_REAL, 0.1)
+            os.write(w, b"r")
+            while True:
+                signal.pause()
+        os.read(r, 1)  # populated, its fatal timer set: return, and be frozen before it fires
+        _left.append(pid)
+    return np.zeros(x.shape, x.dtype)
+"""
+
+
+@needs_cgroup
+def test_cpu_used_while_frozen_between_runs_is_charged_to_the_next_run(tmp_path: Path) -> None:
+    """Runs tile the cgroup's CPU end to end, not only within each run: work done while the
+    worker was frozen (an attack had helpers exit during the other arm's calls) is the
+    next run's, so the tiles add up to everything the cgroup used."""
+    w = _worker(tmp_path, DIES_WHILE_FROZEN)
+    try:
+        w.freeze()
+        start = w.sandbox.cpu_ns()
+        first = w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)
+        import time
+
+        time.sleep(0.5)  # frozen: the child dies now
+        second = w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)
+        end = w.sandbox.cpu_ns()
+        assert start is not None and end is not None
+        tiles = sum(int(r.cpu_ns or 0) for r in [*first, *second])
+        assert tiles == end - start
+        assert w.sandbox.members() - {w.sandbox.worker_pid} <= w.sandbox._helpers  # it died
+    finally:
+        w.close()

@@ -16,7 +16,8 @@ from optarena.judge._measure_checks import (
     within_tolerance,
 )
 from optarena.judge._measure_pair import MAX_SLOT_CALLS, round_factor, slot_calls
-from optarena.records import Integrity
+from optarena.judge._measure_report import checked
+from optarena.records import Integrity, Summary
 from optarena.tasks import Tolerance
 
 US = 1000
@@ -135,3 +136,27 @@ def test_slot_sizing_and_prefault() -> None:
         TimedInput([], {}, []).expected()  # no oracle answer before both arms have run
     assert prefault_mb(100 << 20, memory_mb=4096) == 166
     assert prefault_mb(10 << 30, memory_mb=4096) == 1024
+
+
+def _summary(verdict: str, ratio: float) -> Summary:
+    return Summary(
+        ratio=ratio, ratio_ci=[ratio * 0.97, ratio * 1.03], speedup=1 / ratio,
+        speedup_ci=None, verdict=verdict, why="literal", pairs=6, outliers=0, notes=[],
+    )  # fmt: skip
+
+
+def test_an_improvement_must_show_on_both_clocks() -> None:
+    """CPU time misses work done outside the worker's CPU, the wall clock counts whatever ran
+    on the shared CPU during an arm's calls: only their agreement reads improved."""
+    cpu_yes, wall_no = _summary("improved", 0.8), _summary("inconclusive", 1.02)
+    final, other = checked(cpu_yes, wall_no, "cpu")
+    assert final.verdict == "inconclusive" and "wall time does not" in final.why
+    assert other is wall_no and final.ratio == cpu_yes.ratio
+    # the attack's shape: the wall clock (forced) says improved, CPU time says slower
+    final, _ = checked(_summary("improved", 0.42), _summary("regressed", 1.1), "wall")
+    assert final.verdict == "inconclusive" and "cpu time does not" in final.why
+    both = checked(cpu_yes, _summary("improved", 0.82), "cpu")[0]
+    assert both.verdict == "improved"
+    # other verdicts stand on the primary clock; no other clock, no check
+    assert checked(_summary("regressed", 1.2), wall_no, "cpu")[0].verdict == "regressed"
+    assert checked(cpu_yes, None, "wall")[0].verdict == "improved"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import math
 import mmap
 import os
 import warnings
@@ -28,6 +29,8 @@ from typing import Any
 
 import numpy as np
 from numpy.lib.array_utils import byte_bounds
+
+from optarena.judge.worker._wire import shape_fits
 
 F_SEAL_FUTURE_WRITE = 0x0010  # Linux 5.1; not exported by Python's fcntl module
 _ALIGN = 64  # every array's span starts on a cache line, like a fresh allocation
@@ -195,14 +198,10 @@ class OutputArena(_Memfd):
         if not isinstance(desc, dict):
             return None
         shape, nbytes = desc.get("shape"), desc.get("nbytes")
-        if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
-            return None
         dt = _plain_dtype(desc.get("dtype"))
-        if dt is None:
+        if dt is None or not isinstance(shape, list) or not shape_fits(shape, dt.itemsize):
             return None
-        count = 1
-        for s in shape:
-            count *= s
+        count = math.prod(shape)
         if type(nbytes) is not int or nbytes != count * dt.itemsize or nbytes > self.size:
             return None
         return self.view[:nbytes].copy().view(dt).reshape(shape)

@@ -97,6 +97,7 @@ class WorkerClient:
         )
         self.reply_pipe_bytes = reply_pipe_bytes
         self.reads_memory = False  # outputs of runs read from the worker's memory (see hello)
+        self.cpu_at_rest: int | None = None  # the cgroup's CPU when last frozen between runs
         self.input_ranges: list[tuple[int, int]] = []  # where the input area is mapped there
         self.bound: dict[int, Any] = {}  # template -> the layout it was bound with
         self._to_worker = self._from_worker = -1
@@ -209,7 +210,7 @@ class WorkerClient:
         try:
             return self._bind(template, args, kwargs, timeout, null_output)
         finally:
-            self.freeze()
+            self._rest()
 
     def _bind(
         self,
@@ -258,7 +259,11 @@ class WorkerClient:
             raise RuntimeError("this worker has no input area (arena_bytes)")
         self.freeze()
         results: list[CallResult] = []
-        cpu_mark = self.sandbox.cpu_ns()
+        # From where the worker was last put to rest, not from now: CPU its cgroup used while
+        # frozen (a process of its tree dying while another arm ran: a fatal signal gets
+        # through the freezer, and the exit's work is the cgroup's) is charged to this run.
+        now = self.sandbox.cpu_ns()
+        cpu_mark = self.cpu_at_rest if self.cpu_at_rest is not None and now is not None else now
         wall_mark = time.perf_counter_ns()
         self.thaw()
         try:
@@ -292,7 +297,7 @@ class WorkerClient:
                         return results
         finally:
             self.freeze()
-            cpu_end = self.sandbox.cpu_ns()
+            cpu_end = self.cpu_at_rest = self.sandbox.cpu_ns()
             last = results[-1] if results else None
             if last is not None and last.cpu_ns is not None and cpu_end is not None:
                 assert cpu_mark is not None
@@ -391,8 +396,14 @@ class WorkerClient:
         if msg.get("op") == "hello":
             self.reads_memory = self._can_read_memory(reply.get("probe"))
         if self.inputs is not None:
-            self.freeze()
+            self._rest()
         return reply
+
+    def _rest(self) -> None:
+        """Freeze after an untimed request; the CPU count from here on is a run's (see
+        `run_calls`)."""
+        self.freeze()
+        self.cpu_at_rest = self.sandbox.cpu_ns() if self.frozen else None
 
     def _exchange(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         msg = {**msg, "id": next(self._ids)}

@@ -147,7 +147,10 @@ def guard_findings(reply: dict[str, Any]) -> list[Finding]:
     """What the worker's guard saw (protected reads, writes outside, network, patching, late
     output changes). A candidate can suppress these, never turn them into a pass."""
     found = []
-    for v in reply.get("violations") or []:
+    violations = reply.get("violations") or []
+    if not isinstance(violations, list):  # the reply came through the candidate's process
+        return [fail("guard", "protocol_violation", "a guard report that is not a list")]
+    for v in violations:
         if isinstance(v, dict) and v.get("code"):
             code, detail = str(v["code"]), str(v.get("detail", ""))
             if code not in REASON_CODES:  # the reply came through the candidate's process

@@ -143,7 +143,7 @@ def output_dtype(header: OutHeader, shape: tuple[int, ...]) -> np.dtype[Any]:
     """The output's dtype, from the fixed table of plain numeric dtypes, its size checked
     against the shape (WireError: they disagree, or the dtype is not a plain one)."""
     dtype = wire._DTYPES.get(header.dtype)
-    count = math.prod(shape) if all(d >= 0 for d in shape) else -1
-    if dtype is None or count < 0 or header.nbytes != count * dtype.itemsize:
+    fits = dtype is not None and wire.shape_fits(list(shape), dtype.itemsize)
+    if dtype is None or not fits or header.nbytes != math.prod(shape) * dtype.itemsize:
         raise wire.WireError("output frame: shape, dtype and size disagree")
     return dtype

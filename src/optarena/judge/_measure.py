@@ -85,6 +85,7 @@ class Outcome:
     comparison: Comparison | None = None
     failure: ArmFailure | None = None
     estimates: dict[str, Estimate] = field(default_factory=dict)
+    cross: dict[str, Estimate] = field(default_factory=dict)  # on the other clock
 
 
 def _cpus() -> list[int]:
@@ -142,16 +143,22 @@ class Measurement:
         used = time.monotonic() - t0
         integrity = integrity_checks(pairs, self.workloads)
         clock, note = choose_clock(integrity)
-        estimates = {
-            w: self._estimate([p.workloads[w].log_ratio(clock) for p in pairs])
-            for w in self.workloads
-        }
-        estimates[OVERALL] = self._estimate(overall_log_ratios(pairs, self.workloads, clock))
-        report = Report(self.plan, self.workloads, pairs, estimates, clock, note)
+        estimates = self._estimates(pairs, clock)
+        other: Clock = "wall" if clock == "cpu" else "cpu"
+        cross = self._estimates(pairs, other) if _interim_clock(pairs) == "cpu" else {}
+        report = Report(self.plan, self.workloads, pairs, estimates, clock, note, cross)
         comparison = report.comparison(
             labels, reason, used, self.discarded, integrity, self._protocol(pairs), self.stream
         )
-        return Outcome(comparison=comparison, estimates=estimates)
+        return Outcome(comparison=comparison, estimates=estimates, cross=cross)
+
+    def _estimates(self, pairs: list[PairRecord], clock: Clock) -> dict[str, Estimate]:
+        out = {
+            w: self._estimate([p.workloads[w].log_ratio(clock) for p in pairs])
+            for w in self.workloads
+        }
+        out[OVERALL] = self._estimate(overall_log_ratios(pairs, self.workloads, clock))
+        return out
 
     def _pair_plan(self) -> PairPlan:
         p = self.plan

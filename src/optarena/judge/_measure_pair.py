@@ -303,8 +303,18 @@ class PairSession:
             if not loaded.get("ok"):
                 finding = fail("load", str(loaded.get("code")), str(loaded.get("error")))
                 raise ArmFailure(arm, finding, None)
+            self._no_strays(arm, None)
         for worker in self.workers.values():
             worker.freeze()
+
+    def _no_strays(self, arm: str, workload: str | None) -> None:
+        """A timed worker is one process: a process of its tree still there after the load or
+        after a slot (stopped, daemonised, waiting to die while another arm runs) is
+        `process_outlived_call`, at once, not only when the pair ends."""
+        if arm == NULL:
+            return
+        for finding in stray_findings(self.workers[arm]):
+            raise ArmFailure(arm, finding, workload)
 
     def _bind(self, wi: int, w: Workload, probe: TimedInput) -> None:
         """Describe workload `wi`'s calls to every worker (untimed); the null arm is told the
@@ -430,7 +440,9 @@ class PairSession:
                 raise RuntimeError(f"the null arm failed: {results[-1].reply if results else []}")
             self.cpu_source = self.workers[arm].sandbox.cpu_source
             return results
-        return [self._accept(arm, w, r) for r in results]
+        accepted = [self._accept(arm, w, r) for r in results]
+        self._no_strays(arm, w.name)
+        return accepted
 
     def _accept(self, arm: str, w: Workload, result: CallResult) -> CallResult:
         """A call's reply: its guard findings and a failed call end the arm here."""

@@ -16,9 +16,9 @@ from pathlib import Path
 from optarena.errors import TaskPackageError
 from optarena.judge._measure import Measurement, MeasurePlan, Outcome, Progress
 from optarena.judge._measure_pair import ArmFailure
-from optarena.judge._measure_report import OVERALL, summarize
+from optarena.judge._measure_report import OVERALL, summary_pair
 from optarena.judge._stats import Estimate
-from optarena.records import AAControl, Comparison, Instructions, Metrics
+from optarena.records import AAControl, Comparison, Instructions, Metrics, Summary
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task
 
@@ -100,9 +100,21 @@ def apply_floor(main: Outcome, aa: Outcome, min_effect: float) -> float | None:
     assert main.comparison is not None
     comp = main.comparison
     floors = {k: noise_floor(e) for k, e in aa.estimates.items()}
-    comp.overall = summarize(main.estimates[OVERALL], min_effect, floors.get(OVERALL))
+    cross_floors = {k: noise_floor(e) for k, e in aa.cross.items()}
+
+    def pair(key: str) -> tuple[Summary, Summary | None]:
+        return summary_pair(
+            main.estimates[key],
+            main.cross.get(key),
+            min_effect,
+            comp.clock,
+            floors.get(key),
+            cross_floors.get(key),
+        )
+
+    comp.overall, comp.crosscheck = pair(OVERALL)
     for w in comp.workloads:
-        w.summary = summarize(main.estimates[w.name], min_effect, floors.get(w.name))
+        w.summary, w.crosscheck = pair(w.name)
     return floors.get(OVERALL)
 
 

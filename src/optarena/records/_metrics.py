@@ -110,6 +110,10 @@ class WorkloadMetrics(_Model):
     summary: Summary
     median_a_ns: float = Field(description="median call time of arm a (verdict clock), all pairs")
     median_b_ns: float = Field(description="median call time of arm b (verdict clock), all pairs")
+    crosscheck: Summary | None = Field(
+        default=None,
+        description="the same estimate on the other clock; an improvement needs both",
+    )
     median_null_ns: float | None = Field(
         default=None,
         description="median call time of the null arm (verdict clock): the protocol's cost per "
@@ -170,6 +174,11 @@ class Comparison(_Model):
     workloads: list[WorkloadMetrics]
     stop: Stop
     clock: Clock = Field(description="the clock the verdicts use")
+    crosscheck: Summary | None = Field(
+        default=None,
+        description="the overall estimate on the other clock: a verdict of improved needs "
+        "both clocks to say so (null without CPU accounting, and in records before v4)",
+    )
     clock_note: str = Field(description="why that clock")
     integrity: list[Integrity]
     cpu_accounting: str = Field(description="cpuacct | cgroup2 | unavailable (why)")

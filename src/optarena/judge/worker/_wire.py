@@ -336,11 +336,7 @@ def _plan_arrays(
         if dt is None:
             raise WireError(f"dtype {spec['dtype']!r:.60} is not a plain numeric or boolean dtype")
         shape = spec["shape"]
-        if (
-            not isinstance(shape, list)
-            or len(shape) > MAX_NDIM
-            or not all(type(s) is int and 0 <= s <= max_bytes for s in shape)
-        ):
+        if not isinstance(shape, list) or not shape_fits(shape, dt.itemsize):
             raise WireError(f"array shape {shape!r:.120} is not a list of sizes")
         nbytes = math.prod(shape) * dt.itemsize  # Python ints: no overflow
         total += nbytes
@@ -348,6 +344,18 @@ def _plan_arrays(
             raise WireError(f"the frame's arrays exceed {max_bytes} bytes")
         plans.append((tuple(shape), dt, nbytes))
     return plans
+
+
+def shape_fits(shape: Any, itemsize: int) -> bool:
+    """Whether NumPy can make an array of this shape: a list of at most MAX_NDIM sizes, each a
+    non-negative int, whose product without its zeros still fits an index. (0, 2**62) holds no
+    element, yet `np.empty` and `reshape` refuse it with ValueError: a shape the peer sends
+    must fail here, as a WireError, never there.)"""
+    if not isinstance(shape, list | tuple) or len(shape) > MAX_NDIM:
+        return False
+    if not all(type(s) is int and s >= 0 for s in shape):
+        return False
+    return math.prod(max(s, 1) for s in shape) * max(itemsize, 1) < 2**62
 
 
 def _rebuild(obj: Any, arrays: list[np.ndarray]) -> Any:
