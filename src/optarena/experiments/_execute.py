@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from optarena.agents import AgentLimits, RunContext
 from optarena.experiments._plan import LoadedPlan
@@ -35,6 +36,9 @@ from optarena.judge import JudgeOptions, JudgeResult, judge
 from optarena.ledger import Ledger, TrialRecord
 from optarena.runs import TrialConfig, TrialHook, run_trial
 from optarena.tasks import Task
+
+if TYPE_CHECKING:
+    from optarena.experiments._ray import RayOptions
 
 # The agent's processes see their trial's key (task/condition/repetition): a scripted agent can
 # seed itself from it and behave the same when an experiment is re-run.
@@ -102,12 +106,21 @@ def run_experiment(
     max_parallel: int | None = None,
     on_event: Event | None = None,
     judge_fn: Callable[[Task, Path, JudgeOptions], JudgeResult] = judge,
+    executor: Literal["local", "ray"] | None = None,
+    ray: RayOptions | None = None,
 ) -> ExperimentState:
     """Run every pending key; returns the state afterwards. An interruption (Ctrl-C) is
     recorded by the trial it hit and re-raised; the next run resumes. Bad input found before a
-    trial is recorded (an agent not installed) raises OptarenaError and stops the run."""
+    trial is recorded (an agent not installed) raises OptarenaError and stops the run.
+    `executor` (default: the plan's) `ray` runs the trials on a Ray cluster (`ray`: how)."""
     with Ledger.open(ledger_home) as ledger:
         state = experiment_state(plan, ledger)
+    if (executor or plan.plan.experiment.executor) == "ray":
+        from optarena.experiments._ray import RayOptions, run_on_ray
+
+        run_on_ray(plan, ledger_home, state, ray or RayOptions(), on_event or (lambda *a: None))
+        with Ledger.open(ledger_home) as ledger:
+            return experiment_state(plan, ledger, state.cells)
     parallel = max(1, max_parallel or plan.plan.experiment.max_parallel)
     judging = threading.Lock()
 

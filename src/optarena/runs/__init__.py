@@ -1,9 +1,9 @@
 """Trials: one agent run on one task in a fresh workspace, judged and recorded in the ledger."""
 
 from optarena.runs._delivery import keep_log
-from optarena.runs._judging import OUT_OF_SCOPE, combine, judge_delivery
+from optarena.runs._judging import OUT_OF_SCOPE, JudgeFn, combine, judge_delivery
 from optarena.runs._rejudge import rejudge
-from optarena.runs._sources import ExternalTask, PackageTask, TrialTask, trial_task
+from optarena.runs._sources import ExternalTask, PackageTask, Prepared, TrialTask, trial_task
 from optarena.runs._trial import (
     TrialConfig,
     TrialHook,
@@ -11,6 +11,7 @@ from optarena.runs._trial import (
     TrialProgress,
     new_trial_id,
     run_trial,
+    start_record,
 )
 from optarena.runs._workspace import (
     Delivery,
@@ -27,7 +28,9 @@ __all__ = [
     "Delivery",
     "DeliveryRefused",
     "ExternalTask",
+    "JudgeFn",
     "PackageTask",
+    "Prepared",
     "TrialConfig",
     "TrialHook",
     "TrialInterrupted",
@@ -43,6 +46,7 @@ __all__ = [
     "new_trial_id",
     "rejudge",
     "run_trial",
+    "start_record",
     "trial_task",
     "write_starter",
 ]
