@@ -11,6 +11,7 @@ runs agents beside its serial judge.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -81,7 +82,22 @@ def connect(address: str | None) -> ModuleType:
         raise OptarenaError(
             f"--ray-address {where}: cannot join the cluster: {_first_line(e)}"
         ) from None
+    _quiet(ray)
     return ray
+
+
+def _quiet(ray: ModuleType) -> None:
+    """Ray prints the cluster's error messages (a node's death, with its raylet's log) on the
+    driver's stdout, which is optarena's output; each reaches the trial it concerns as its
+    error instead, and Ray's logger keeps them at debug level."""
+    log = logging.getLogger("ray")
+
+    def to_log(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+        for line in data.get("lines", []):
+            log.debug("%s: %s", data.get("pid", "ray"), line)
+
+    with contextlib.suppress(AttributeError):  # another Ray: its messages stay as they are
+        ray._private.worker.print_to_stdstream = to_log
 
 
 @dataclass(frozen=True)
@@ -89,13 +105,14 @@ class RayNode:
     """A live node and what it offers optarena."""
 
     node_id: str
-    address: str
+    host: str
     agent_slots: float
     judge_slots: float
 
     @property
     def name(self) -> str:
-        return f"{self.address}/{self.node_id[:8]}"
+        """`host/node-id-prefix`, as its workers name it (machines may hold several)."""
+        return f"{self.host}/{self.node_id[:8]}"
 
 
 def nodes_of(raw: list[dict[str, Any]]) -> list[RayNode]:
@@ -103,7 +120,7 @@ def nodes_of(raw: list[dict[str, Any]]) -> list[RayNode]:
     return [
         RayNode(
             str(n["NodeID"]),
-            str(n.get("NodeManagerAddress", "?")),
+            str(n.get("NodeManagerHostname") or n.get("NodeManagerAddress", "?")),
             float(n.get("Resources", {}).get(AGENT_RESOURCE, 0)),
             float(n.get("Resources", {}).get(JUDGE_RESOURCE, 0)),
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import signal
 import socket
 import threading
@@ -81,10 +82,11 @@ class _Stopped(Exception):
     """The run is stopping (Ctrl-C, SIGTERM): this attempt ends now."""
 
 
-def attempt_id(cell_sha256: str, key: str, attempt: int) -> str:
-    """The trial id of one attempt at a key: the same attempt always gets the same id, so
-    the ledger's primary key refuses recording it twice."""
-    return hashlib.sha256(f"{cell_sha256}\0{key}\0{attempt}".encode()).hexdigest()[:10]
+def attempt_id(home: Path, cell_sha256: str, key: str, attempt: int) -> str:
+    """The trial id of one attempt at a key in the ledger at `home`: the same attempt always
+    gets the same id, so the ledger's primary key refuses recording it twice."""
+    blob = f"{home}\0{cell_sha256}\0{key}\0{attempt}".encode()
+    return hashlib.sha256(blob).hexdigest()[:10]
 
 
 def _needs_gpu(task: Task | FrozenExternal) -> bool:
@@ -112,6 +114,7 @@ class RayAttempt:
         self.attempts = {s.key: len(state.rows.get(s.key, [])) for s in state.schedule}
         self.portable = {tid: ref.load() for tid, ref in expect.tasks.items()}
         self._lock = threading.Lock()
+        self.run = secrets.token_hex(4)
         from optarena.experiments._ray._tasks import agent_task
 
         self.agent_task = agent_task
@@ -134,7 +137,7 @@ class RayAttempt:
         config = replace(config, task=self.portable[s.task])
         env = {**self.plan.condition(s.condition).env, KEY_ENV: s.key}
         return AgentJob(
-            trial_id=attempt_id(self.cells[s.cell], s.key, n),
+            trial_id=attempt_id(self.home, self.cells[s.cell], s.key, n),
             attempt=n,
             config=config,
             task=self.expect.tasks[s.task],
@@ -142,6 +145,7 @@ class RayAttempt:
             expect=self.expect,
             hidden=(str(self.home),),
             transfer_limit_mb=self.options.transfer_limit_mb,
+            run=self.run,
         )
 
     def _resources(self, task: Task | FrozenExternal) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -48,6 +48,7 @@ class AgentJob:
     expect: Expectation
     hidden: tuple[str, ...]  # the driver's ledger: on a machine it shares, out of sight
     transfer_limit_mb: float
+    run: str  # this driver run's own staging on each node: no two runs share one
 
 
 def staging_root() -> Path:
@@ -99,7 +100,7 @@ def run_job(
         yield Refused(node, str(e))
         return
     remote = RemoteJudged(source, job.task.load(), send)
-    staging = staging_root() / node.rsplit("/", 1)[-1]
+    staging = staging_root() / node.rsplit("/", 1)[-1] / job.run
     hidden = (*map(Path, job.hidden), staging_root())
     with Ledger.open(staging) as ledger:
         workspace = (ledger.work_dir(job.trial_id) / "workspace").absolute()
