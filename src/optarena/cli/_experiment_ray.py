@@ -109,22 +109,29 @@ class NodeBoard:
         if kind in ("end", "failed"):
             self.remaining -= 1
 
+    def rate(self) -> float:
+        """Trials per hour of the whole cluster: each node's since its first trial began."""
+        now = time.monotonic()
+        return sum(self.done[n] / (max(now - t, 1.0) / 3600) for n, t in self.since.items())
+
+    def eta(self) -> str:
+        rate = self.rate()
+        return f"{self.remaining / rate * 3600:.0f} s" if rate > 0 else "-"
+
     def table(self) -> Table:
         now = time.monotonic()
-        t = Table(title="nodes", show_header=True)
-        for col, justify in (("node", "left"), ("running", "left"), ("done", "right")):
-            t.add_column(col, justify=justify)  # type: ignore[arg-type]
-        t.add_column("trials/hour", justify="right")
-        total = 0.0
+        t = Table(title=f"nodes (ETA {self.eta()})", show_header=True)
+        for col in ("node", "running"):
+            t.add_column(col)
+        for col in ("done", "trials/hour"):
+            t.add_column(col, justify="right")
         for node in sorted(self.since):
-            hours = max(now - self.since[node], 1.0) / 3600
-            rate = self.done[node] / hours
-            total += rate
+            rate = self.done[node] / (max(now - self.since[node], 1.0) / 3600)
             keys = self.running.get(node, [])
             shown = ", ".join(keys[:3]) + (f" +{len(keys) - 3}" if len(keys) > 3 else "")
             t.add_row(escape(node), escape(shown) or "-", str(self.done[node]), f"{rate:.1f}")
-        eta = f"{self.remaining / total * 3600:.0f} s" if total > 0 else "-"
-        t.caption = f"cluster: {total:.1f} trials/hour; ETA at that rate: {eta}"
+        running = sum(len(k) for k in self.running.values())
+        t.add_row("all", f"{running} running", str(sum(self.done.values())), f"{self.rate():.1f}")
         return t
 
 

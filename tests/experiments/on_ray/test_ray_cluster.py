@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.slow
 pytest.importorskip("ray")
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "experiment"
+BUILD = Path(__file__).parents[3] / "build" / "test-ledgers"
 OPTARENA = [sys.executable, "-m", "optarena"]
 
 # An agent that looks for what a contained agent must not reach on a Ray node, says what it
@@ -167,14 +169,23 @@ def test_the_example_on_a_cluster_compares_as_it_does_locally(
 def test_an_agent_on_a_node_reaches_neither_the_driver_nor_ray(
     ray_cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    home = tmp_path / "ledger"
-    plan = _probing_plan(tmp_path, ray_cluster, home, 0)
-    done = _run(ray_cluster, _driver(ray_cluster, plan, home))
-    assert done.returncode == 0, done.stderr[-3000:]
-    with Ledger.open(home) as led:
-        for r in led.trials(limit=None):
-            seen = json.loads(led.store.read_text(r.artifacts["logs/stdout.log"]))
-            assert seen == {"driver_ledger": False, "ray_temp": False, "ray_env": [], "gcs": False}
+    # The driver's ledger outside the private /tmp of every sandbox and readable by any uid
+    # (as a ledger under a non-root user's home is to that user's agents): only hiding it
+    # keeps an agent on a node of the driver's machine from reading every trial.
+    BUILD.mkdir(parents=True, exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="ray-ledger-", dir=BUILD))
+    home.chmod(0o755)
+    try:
+        plan = _probing_plan(tmp_path, ray_cluster, home, 0)
+        done = _run(ray_cluster, _driver(ray_cluster, plan, home))
+        assert done.returncode == 0, done.stderr[-3000:]
+        with Ledger.open(home) as led:
+            for r in led.trials(limit=None):
+                seen = json.loads(led.store.read_text(r.artifacts["logs/stdout.log"]))
+                nothing = {"driver_ledger": False, "ray_temp": False, "ray_env": [], "gcs": False}
+                assert seen == nothing
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_a_node_killed_during_an_agent_loses_that_attempt_only(

@@ -160,9 +160,11 @@ class Receiver:
     _hash: hashlib._Hash = field(default_factory=hashlib.sha256)
     _spool: IO[bytes] | None = None
 
+    def __post_init__(self) -> None:
+        self._skip_empty()
+
     @property
     def done(self) -> bool:
-        self._skip_empty()
         return self._next >= len(self.shipment.artifacts)
 
     def _skip_empty(self) -> None:
@@ -200,6 +202,7 @@ class Receiver:
         self._spool.close()
         self._spool, self._got, self._hash = None, 0, hashlib.sha256()
         self._next += 1
+        self._skip_empty()
 
     def close(self) -> None:
         if self._spool is not None:
@@ -232,7 +235,10 @@ def import_trial(
     try:
         ledger.finish_trial(record, first, calls)
     except LedgerError:
-        stored = ledger.get(trial_id)
+        try:
+            stored = ledger.get(trial_id)
+        except LedgerError:
+            raise TransferError(f"{where}: no row began for it in this ledger") from None
         if stored.model_dump() != record.model_dump():
             raise TransferError(f"{where}: the ledger's row is finished and differs") from None
     return record
