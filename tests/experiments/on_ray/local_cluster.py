@@ -25,13 +25,14 @@ RAY = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
 START_TIMEOUT_S = 90.0
 
 
-def _ray_env() -> dict[str, str]:
+def _ray_env(temp: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         {
             "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # loopback addresses, loopback sockets
             "RAY_USAGE_STATS_ENABLED": "0",
             "RAY_AUTH_MODE": "disabled",  # loopback only: nothing else can reach it
+            "OPTARENA_RAY_STAGING": str(temp),  # the nodes' staging goes with the cluster
         }
     )
     env.pop("RAY_ADDRESS", None)
@@ -50,7 +51,7 @@ class LocalCluster:
 
     @property
     def env(self) -> dict[str, str]:
-        return _ray_env()
+        return _ray_env(self.temp)
 
     def start_head(self) -> None:
         log = self.temp / "head.log"

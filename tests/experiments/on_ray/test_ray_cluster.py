@@ -279,21 +279,34 @@ def test_a_node_offering_agents_and_judging_is_refused_unless_shared(
     assert not (home / "ledger.db").exists() or _rows(plan, home) == {}
 
 
-def test_status_says_which_node_runs_a_key(ray_cluster: LocalCluster, tmp_path: Path) -> None:
+def test_status_names_the_node_and_sigterm_stops_the_driver_on_record(
+    ray_cluster: LocalCluster, tmp_path: Path
+) -> None:
     home = tmp_path / "ledger"
-    plan = _probing_plan(tmp_path, ray_cluster, home, 5)
+    plan = _probing_plan(tmp_path, ray_cluster, home, 30)
     driver = subprocess.Popen(
         _driver(ray_cluster, plan, home), env=ray_cluster.env, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        _wait_running(plan, home, 1)
+        _wait_running(plan, home, 2)
         status = subprocess.run(
             [*OPTARENA, "experiment", "status", str(plan), "--ledger", str(home)],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
+        driver.send_signal(signal.SIGTERM)
+        _out, err = driver.communicate(timeout=120)
     finally:
-        driver.wait(timeout=240)
+        if driver.poll() is None:
+            driver.kill()
     assert status.returncode == 0
-    assert "running on " in status.stdout and "/" in status.stdout.split("running on ")[1]
-    assert driver.returncode == 0
+    running = [line for line in status.stdout.splitlines() if ": running on " in line]
+    assert len(running) == 2 and all("/" in line.split("running on ")[1] for line in running)
+    assert driver.returncode == 130, err[-3000:]
+    with Ledger.open(home) as led:
+        state = experiment_state(load_plan(plan), led)
+    rows = [r for rs in state.rows.values() for r in rs]
+    assert len(rows) == 2 and all(r.state == "interrupted" for r in rows)
+    assert all("KeyboardInterrupt: the experiment run was stopped" in (r.error or "") for r in rows)
+    assert all(state.failed_attempts(k) == [] for k in state.rows)  # the user's stop: no retry
+    assert _agents_of(tmp_path) == []

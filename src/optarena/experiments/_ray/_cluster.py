@@ -65,6 +65,7 @@ def _first_line(e: BaseException) -> str:
 def connect(address: str | None) -> ModuleType:
     """Join the cluster as its driver (Ray's own logs kept out of optarena's output)."""
     ray = import_ray()
+    _token_auth(ray)
     where = _bootstrap(ray, address)
     host, _, port = where.rpartition(":")
     try:
@@ -84,6 +85,23 @@ def connect(address: str | None) -> ModuleType:
         ) from None
     _quiet(ray)
     return ray
+
+
+def _token_auth(ray: ModuleType) -> None:
+    """Use the cluster's token when this machine has one (`ray get-auth-token --generate`,
+    $RAY_AUTH_TOKEN or $RAY_AUTH_TOKEN_PATH) and $RAY_AUTH_MODE does not say otherwise, as
+    `ray start` itself does: a cluster started with token authentication refuses a driver
+    without it."""
+    with contextlib.suppress(ImportError, AttributeError):
+        from ray._private.authentication import authentication_token_setup as auth
+
+        log = logging.getLogger(auth.__name__)
+        level = log.level
+        log.setLevel(logging.ERROR)  # its notice that token mode is on: not optarena's output
+        try:
+            auth.maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+        finally:
+            log.setLevel(level)
 
 
 def _quiet(ray: ModuleType) -> None:
