@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from optarena.agents import AgentLimits, RunContext
+from optarena.errors import OptarenaError
 from optarena.experiments._plan import LoadedPlan
 from optarena.experiments._schedule import ScheduledTrial, artifacts_sha256
 from optarena.experiments._state import (
@@ -118,6 +119,9 @@ def run_experiment(
     if (executor or plan.plan.experiment.executor) == "ray":
         from optarena.experiments._ray import RayOptions, run_on_ray
 
+        if judge_fn is not judge:  # it would not reach the judge nodes: never silently dropped
+            raise OptarenaError("judge_fn: the Ray executor judges with the judge on judge nodes")
+
         run_on_ray(plan, ledger_home, state, ray or RayOptions(), on_event or (lambda *a: None))
         with Ledger.open(ledger_home) as ledger:
             return experiment_state(plan, ledger, state.cells)
@@ -195,8 +199,14 @@ class _Attempts:
 
 
 def _run_parallel(
-    pending: list[ScheduledTrial], parallel: int, attempt: Callable[[ScheduledTrial], bool]
+    pending: list[ScheduledTrial],
+    parallel: int,
+    attempt: Callable[[ScheduledTrial], bool],
+    stop: threading.Event | None = None,
 ) -> None:
+    """Keys in schedule order, `parallel` at once; on an error the queue is dropped and the
+    attempts running finish. `stop` is set by Ctrl-C (an attempt on a cluster watches it and
+    ends on record; a local one has its own interruption)."""
     queue = list(pending)
     running: dict[Future[bool], ScheduledTrial] = {}
     with ThreadPoolExecutor(max_workers=parallel) as pool:
@@ -210,7 +220,9 @@ def _run_parallel(
                     s = running.pop(f)
                     if f.result():
                         queue.append(s)
-        except BaseException:
+        except BaseException as e:
+            if stop is not None and isinstance(e, KeyboardInterrupt):
+                stop.set()
             queue.clear()
             for f in running:
                 f.cancel()

@@ -11,6 +11,7 @@ from optarena.runs._trial import (
     TrialProgress,
     new_trial_id,
     run_trial,
+    sigterm_interrupts,
     start_record,
 )
 from optarena.runs._workspace import (
@@ -46,6 +47,7 @@ __all__ = [
     "new_trial_id",
     "rejudge",
     "run_trial",
+    "sigterm_interrupts",
     "start_record",
     "trial_task",
     "write_starter",

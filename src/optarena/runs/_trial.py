@@ -154,8 +154,9 @@ class _Phases:
 
 
 @contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM ends the trial like Ctrl-C: agent tree killed, row marked interrupted."""
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM ends the trial like Ctrl-C: agent tree killed, row marked interrupted (and a
+    cluster's driver: every attempt in flight recorded as stopped)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -238,7 +239,7 @@ def run_trial(
     phases = _Phases(progress)
     delivered: list[TrialRecord] = []  # the record as far as it got, once the delivery is stored
     try:
-        with _sigterm_interrupts():
+        with sigterm_interrupts():
             return _execute(
                 config, source, ledger, runner, record, work, phases, hooks, judge_fn, delivered
             )

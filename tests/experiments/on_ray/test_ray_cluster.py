@@ -6,6 +6,7 @@ refused."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -93,6 +95,32 @@ def _driver(cluster: LocalCluster, plan: Path, home: Path, *extra: str) -> list[
 
 def _run(cluster: LocalCluster, argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, env=cluster.env, capture_output=True, text=True, timeout=300)
+
+
+@contextlib.contextmanager
+def _background(cluster: LocalCluster, plan: Path, home: Path) -> Iterator[subprocess.Popen[str]]:
+    """A driver running while the test acts on the cluster; killed if the test leaves early."""
+    driver = subprocess.Popen(
+        _driver(cluster, plan, home), env=cluster.env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        yield driver
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        driver.communicate()
+
+
+def _said(driver: subprocess.Popen[str]) -> str:
+    return driver.stderr.read()[-3000:] if driver.stderr else ""
+
+
+def _status(plan: Path, home: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*OPTARENA, "experiment", "status", str(plan), "--ledger", str(home), *extra],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
 
 
 def _rows(plan: Path, home: Path) -> dict[str, list[TrialRecord]]:
@@ -193,18 +221,10 @@ def test_a_node_killed_during_an_agent_loses_that_attempt_only(
 ) -> None:
     home = tmp_path / "ledger"
     plan = _probing_plan(tmp_path, ray_cluster, home, 6)
-    driver = subprocess.Popen(
-        _driver(ray_cluster, plan, home), env=ray_cluster.env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
+    with _background(ray_cluster, plan, home) as driver:
         _wait_running(plan, home, 1, node=ray_cluster.node_id[:8])
         ray_cluster.kill_node_raylet()
-        _out, err = driver.communicate(timeout=240)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-    assert driver.returncode == 0, err[-3000:]
+        assert driver.wait(timeout=240) == 0, _said(driver)
     rows = _rows(plan, home)
     lost = [r for rs in rows.values() for r in rs if r.state == "interrupted"]
     assert lost and all("during ray:" in (r.error or "") for r in lost)
@@ -237,23 +257,14 @@ def test_kill_9_of_the_driver_then_resume_records_each_key_once(
 ) -> None:
     home = tmp_path / "ledger"
     plan = _probing_plan(tmp_path, ray_cluster, home, 8)
-    driver = subprocess.Popen(
-        _driver(ray_cluster, plan, home), env=ray_cluster.env, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
+    with _background(ray_cluster, plan, home) as driver:
         _wait_running(plan, home, 2)
-    finally:
         driver.send_signal(signal.SIGKILL)
-        driver.wait()
     deadline = time.monotonic() + 60
     while _agents_of(tmp_path) and time.monotonic() < deadline:  # Ray ends the job's workers
         time.sleep(0.5)
     assert _agents_of(tmp_path) == []
-    status = subprocess.run(
-        [*OPTARENA, "experiment", "status", str(plan), "--ledger", str(home), "--keys"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    status = _status(plan, home, "--keys")
     assert status.returncode == 0 and "pending" in status.stdout, status.stdout
     done = _run(ray_cluster, _driver(ray_cluster, plan, home))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -284,25 +295,14 @@ def test_status_names_the_node_and_sigterm_stops_the_driver_on_record(
 ) -> None:
     home = tmp_path / "ledger"
     plan = _probing_plan(tmp_path, ray_cluster, home, 30)
-    driver = subprocess.Popen(
-        _driver(ray_cluster, plan, home), env=ray_cluster.env, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
+    with _background(ray_cluster, plan, home) as driver:
         _wait_running(plan, home, 2)
-        status = subprocess.run(
-            [*OPTARENA, "experiment", "status", str(plan), "--ledger", str(home)],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        status = _status(plan, home)
         driver.send_signal(signal.SIGTERM)
-        _out, err = driver.communicate(timeout=120)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
+        assert driver.wait(timeout=120) == 130, _said(driver)
     assert status.returncode == 0
     running = [line for line in status.stdout.splitlines() if ": running on " in line]
     assert len(running) == 2 and all("/" in line.split("running on ")[1] for line in running)
-    assert driver.returncode == 130, err[-3000:]
     with Ledger.open(home) as led:
         state = experiment_state(load_plan(plan), led)
     rows = [r for rs in state.rows.values() for r in rs]

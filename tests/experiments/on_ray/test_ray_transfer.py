@@ -5,7 +5,7 @@ shipment of another trial or key, the same attempt shipped twice with another re
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ from optarena.experiments._ray._transfer import (
     CHUNK_BYTES,
     Chunk,
     Receiver,
+    Shipment,
     TransferError,
     import_trial,
     pack,
@@ -57,6 +58,13 @@ def _driver(tmp_path: Path, staging: Ledger, trial_id: str) -> Ledger:
     return led
 
 
+def _arrived(led: Ledger, shipment: Shipment, chunks: Iterable[Chunk]) -> Receiver:
+    receiver = Receiver(led.store, shipment)
+    for piece in chunks:
+        receiver.add(piece)
+    return receiver
+
+
 def test_a_trial_arrives_whole_and_is_written_once(
     staged: tuple[Ledger, str], tmp_path: Path
 ) -> None:
@@ -65,10 +73,7 @@ def test_a_trial_arrives_whole_and_is_written_once(
     pieces = list(chunks)
     assert max(len(c.data) for c in pieces) == CHUNK_BYTES
     with _driver(tmp_path, staging, trial_id) as led:
-        receiver = Receiver(led.store, shipment)
-        for piece in pieces:
-            receiver.add(piece)
-        assert receiver.done
+        assert _arrived(led, shipment, pieces).done
         record = import_trial(led, trial_id, KEY, shipment)
         stored = led.get(trial_id)
         assert stored.state == "complete" and stored == record == staging.get(trial_id)
@@ -110,9 +115,7 @@ def test_a_shipment_of_another_trial_or_key_is_refused(
     staging, trial_id = staged
     shipment, chunks = pack(staging, trial_id, "vm/abc", {}, limit_mb=64)
     with _driver(tmp_path, staging, trial_id) as led:
-        receiver = Receiver(led.store, shipment)
-        for piece in chunks:
-            receiver.add(piece)
+        _arrived(led, shipment, chunks)
         with pytest.raises(TransferError, match="is of trial"):
             import_trial(led, "ffffffffff", KEY, shipment)
         with pytest.raises(TransferError, match="is of trial"):
@@ -126,9 +129,7 @@ def test_a_different_record_for_a_finished_attempt_is_an_error(
     staging, trial_id = staged
     shipment, chunks = pack(staging, trial_id, "vm/abc", {}, limit_mb=64)
     with _driver(tmp_path, staging, trial_id) as led:
-        receiver = Receiver(led.store, shipment)
-        for piece in chunks:
-            receiver.add(piece)
+        _arrived(led, shipment, chunks)
         import_trial(led, trial_id, KEY, shipment)
         other, _ = pack(staging, trial_id, "vm/abc", {"agent_detail": "forged"}, limit_mb=64)
         with pytest.raises(TransferError, match="finished and differs"):
@@ -163,8 +164,6 @@ def test_a_row_never_begun_is_not_finished_by_a_shipment(
     staging, trial_id = staged
     shipment, chunks = pack(staging, trial_id, "vm/abc", {}, limit_mb=64)
     with Ledger(tmp_path / "driver") as led:
-        receiver = Receiver(led.store, shipment)
-        for piece in chunks:
-            receiver.add(piece)
+        _arrived(led, shipment, chunks)
         with pytest.raises(TransferError, match="no row began"):
             import_trial(led, trial_id, KEY, shipment)

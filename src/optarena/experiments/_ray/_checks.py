@@ -37,7 +37,7 @@ SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 @dataclass(frozen=True)
-class TaskRef:
+class TaskPath:
     """A task as a node loads it: from the same path, to the same hash."""
 
     kind: str  # "package" | "external"
@@ -56,7 +56,7 @@ class Expectation:
     version: str
     judge_sha256: str
     plan_path: str
-    tasks: dict[str, TaskRef]
+    tasks: dict[str, TaskPath]
     conditions: dict[str, tuple[int, Condition, dict[str, Any]]]  # name -> index, c, identity
     artifacts: dict[str, tuple[str, str] | None]  # condition -> (path, sha256)
     digest: str = field(default="", compare=False)
@@ -67,7 +67,7 @@ def expectation(plan: LoadedPlan) -> Expectation:
     starts only when the plan does not differ from its lock)."""
     ident = plan_identity(plan)
     tasks = {
-        tid: TaskRef(
+        tid: TaskPath(
             "external" if isinstance(t, FrozenExternal) else "package",
             t.path if isinstance(t, FrozenExternal) else str(t.root),
             ident.tasks[tid]["sha256"],

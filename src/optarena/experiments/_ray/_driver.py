@@ -17,18 +17,16 @@ import contextlib
 import hashlib
 import os
 import secrets
-import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import FrameType, ModuleType
+from types import ModuleType
 from typing import Any
 
 from optarena.errors import OptarenaError
-from optarena.experiments._execute import KEY_ENV, Event, _Attempts, trial_config
+from optarena.experiments._execute import KEY_ENV, Event, _Attempts, _run_parallel, trial_config
 from optarena.experiments._plan import LoadedPlan
 from optarena.experiments._ray._checks import Expectation, expectation
 from optarena.experiments._ray._cluster import (
@@ -58,6 +56,7 @@ from optarena.experiments._schedule import ScheduledTrial
 from optarena.experiments._state import KEY_LABEL, ExperimentState
 from optarena.ledger import Ledger, TrialRecord, process_start_ticks
 from optarena.records import load_trial
+from optarena.runs import sigterm_interrupts
 from optarena.sandbox import printable
 from optarena.tasks import Task
 from optarena.tasks.external import FrozenExternal
@@ -120,19 +119,18 @@ class RayAttempt:
         self.agent_task = agent_task
 
     def __call__(self, s: ScheduledTrial) -> TrialRecord:
-        for _ in range(MAX_STARTS):
-            job = self._job(s)
-            result = self._follow(s, job)
+        with self._lock:
+            self.attempts[s.key] += 1
+            n = self.attempts[s.key]
+        for submission in range(MAX_STARTS):  # lost before it began: the same attempt again
+            result = self._follow(s, self._job(s, n, submission))
             if result is not None:
                 return result
         raise OptarenaError(
             f"{s.key}: lost {MAX_STARTS} times before it began on a node; is the cluster up?"
         )
 
-    def _job(self, s: ScheduledTrial) -> AgentJob:
-        with self._lock:
-            self.attempts[s.key] += 1
-            n = self.attempts[s.key]
+    def _job(self, s: ScheduledTrial, n: int, submission: int) -> AgentJob:
         config = trial_config(self.plan, s, self.cells)
         config = replace(config, task=self.portable[s.task])
         env = {**self.plan.condition(s.condition).env, KEY_ENV: s.key}
@@ -145,7 +143,7 @@ class RayAttempt:
             expect=self.expect,
             hidden=(str(self.home),),
             transfer_limit_mb=self.options.transfer_limit_mb,
-            run=self.run,
+            run=f"{self.run}-{submission}",  # a resubmission never meets its lost staging
         )
 
     def _resources(self, task: Task | FrozenExternal) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -178,27 +176,36 @@ class RayAttempt:
                         begun = True
                     elif isinstance(msg, Lost):
                         raise TransferError(f"on node {msg.node}: {msg.error}")
-                    elif isinstance(msg, Shipment):
+                    elif isinstance(msg, Shipment) and begun and receiver is None:
                         receiver = Receiver(ledger.store, msg)
                     elif isinstance(msg, Chunk) and receiver is not None:
                         receiver.add(msg)
+                    else:
+                        raise TransferError(f"node sent {type(msg).__name__} out of turn")
                 if receiver is None or not receiver.done:
                     raise TransferError("the node's stream ended before its shipment did")
                 return import_trial(ledger, job.trial_id, (KEY_LABEL, s.key), receiver.shipment)
         except _Stopped:
-            self.ray.cancel(gen, force=True)
+            self._cancel(gen)
             if begun:
                 self._interrupt(job.trial_id, USER_STOP)
             raise KeyboardInterrupt(USER_STOP) from None
         except OptarenaError as e:  # refused before it began: nothing to record
+            self._cancel(gen)
             if begun:
                 self._interrupt(job.trial_id, printable(f"during ray: {type(e).__name__}: {e}"))
             raise
         except Exception as e:  # Ray's errors: a node, a worker or an object lost
+            self._cancel(gen)
             if not begun:
                 return None
             self._interrupt(job.trial_id, printable(f"during ray: {type(e).__name__}: {e}"))
             raise
+
+    def _cancel(self, gen: Any) -> None:
+        """End the attempt's task wherever it still runs (its agent with it)."""
+        with contextlib.suppress(Exception):
+            self.ray.cancel(gen, force=True)
 
     def _messages(self, gen: Any) -> Iterator[Message]:
         while True:
@@ -226,52 +233,6 @@ class RayAttempt:
     def _interrupt(self, trial_id: str, error: str) -> None:
         with Ledger(self.home) as ledger:
             ledger.mark_interrupted(trial_id, error)
-
-
-def _run(
-    pending: list[ScheduledTrial],
-    parallel: int,
-    attempt: Callable[[ScheduledTrial], bool],
-    stop: threading.Event,
-) -> None:
-    """Keys in schedule order, `parallel` at once; Ctrl-C stops every attempt in flight (each
-    recorded as stopped by the user), bad input lets them finish."""
-    queue = list(pending)
-    running: dict[Future[bool], ScheduledTrial] = {}
-    pool = ThreadPoolExecutor(max_workers=parallel)
-    try:
-        while queue or running:
-            while queue and len(running) < parallel:
-                s = queue.pop(0)
-                running[pool.submit(attempt, s)] = s
-            done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
-            for f in done:
-                s = running.pop(f)
-                if f.result():
-                    queue.append(s)
-    except KeyboardInterrupt:
-        stop.set()
-        raise
-    finally:
-        queue.clear()
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-@contextlib.contextmanager
-def _sigterm_stops() -> Iterator[None]:
-    """SIGTERM stops the driver as Ctrl-C does: every attempt in flight recorded, then exit."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 def probe(ray: ModuleType, nodes: list[RayNode], expect: Expectation) -> list[str]:
@@ -324,7 +285,7 @@ def run_on_ray(
         stop = threading.Event()
         one = RayAttempt(ray, plan, home, state, options, expect, emit, stop)
         attempt = _Attempts(plan, home, state, one, emit)
-        with _sigterm_stops():
-            _run(state.pending, parallel, attempt, stop)
+        with sigterm_interrupts():
+            _run_parallel(state.pending, parallel, attempt, stop)
     finally:
         ray.shutdown()

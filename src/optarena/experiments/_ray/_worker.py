@@ -18,7 +18,7 @@ from pathlib import Path
 
 from optarena.agents import RunContext, create_runner
 from optarena.errors import LedgerError, OptarenaError
-from optarena.experiments._ray._checks import Expectation, TaskRef, node_problems
+from optarena.experiments._ray._checks import Expectation, TaskPath, node_problems
 from optarena.experiments._ray._judge import JudgeReply, JudgeRequest, RemoteJudged, judged_where
 from optarena.experiments._ray._transfer import (
     Begun,
@@ -43,7 +43,7 @@ class AgentJob:
     trial_id: str
     attempt: int
     config: TrialConfig  # its task is loaded again here, from `task`
-    task: TaskRef
+    task: TaskPath
     env: Mapping[str, str]  # the condition's environment and the key
     expect: Expectation
     hidden: tuple[str, ...]  # the driver's ledger: on a machine it shares, out of sight
