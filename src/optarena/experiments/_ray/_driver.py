@@ -107,15 +107,16 @@ class RayAttempt:
         expect: Expectation,
         emit: Event,
         stop: threading.Event,
+        agent_task: Any,
     ) -> None:
+        """`ray` and `agent_task` (the remote function) are Ray's own in a run, fakes in a
+        test of the driver's decisions."""
         self.ray, self.plan, self.home, self.cells = ray, plan, home, state.cells
         self.options, self.expect, self.emit, self.stop = options, expect, emit, stop
         self.attempts = {s.key: len(state.rows.get(s.key, [])) for s in state.schedule}
         self.portable = {tid: ref.load() for tid, ref in expect.tasks.items()}
         self._lock = threading.Lock()
         self.run = secrets.token_hex(4)
-        from optarena.experiments._ray._tasks import agent_task
-
         self.agent_task = agent_task
 
     def __call__(self, s: ScheduledTrial) -> TrialRecord:
@@ -282,8 +283,10 @@ def run_on_ray(
             )
         slots = int(sum(n.agent_slots for n in nodes))
         parallel = max(1, min(slots, options.max_parallel or slots))
+        from optarena.experiments._ray._tasks import agent_task
+
         stop = threading.Event()
-        one = RayAttempt(ray, plan, home, state, options, expect, emit, stop)
+        one = RayAttempt(ray, plan, home, state, options, expect, emit, stop, agent_task)
         attempt = _Attempts(plan, home, state, one, emit)
         with sigterm_interrupts():
             _run_parallel(state.pending, parallel, attempt, stop)
