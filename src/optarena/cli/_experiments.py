@@ -9,10 +9,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 
 from optarena.cli._app import app, console, err_console, interrupted
+from optarena.cli._experiment_ray import (
+    AgentCpusOpt,
+    AgentMemoryOpt,
+    ExecutorOpt,
+    JudgeNodesOpt,
+    NodeBoard,
+    RayAddressOpt,
+    executor_of,
+    key_places,
+)
 from optarena.cli._safe import escape
 from optarena.errors import OptarenaError
 
@@ -134,13 +145,22 @@ def run_cmd(
     ledger: LedgerOpt = None,
     max_parallel: Annotated[int | None, typer.Option(min=1, help="agents at once")] = None,
     refreeze: Annotated[bool, typer.Option(help="accept a changed plan and re-freeze")] = False,
+    executor: ExecutorOpt = None,
+    ray_address: RayAddressOpt = None,
+    judge_nodes: JudgeNodesOpt = None,
+    agent_cpus: AgentCpusOpt = None,
+    agent_memory_mb: AgentMemoryOpt = None,
 ) -> None:
     """Run every pending trial of the plan (resumes: complete trials are kept, interrupted
-    ones run again, nothing is duplicated)."""
+    ones run again, nothing is duplicated), here or on a Ray cluster (docs/scale-out.md)."""
     from optarena.experiments import experiment_state, run_experiment
     from optarena.ledger import Ledger
 
     loaded = _checked(plan, refreeze)
+    chosen, ray = executor_of(
+        loaded, executor, address=ray_address, judge_nodes=judge_nodes, agent_cpus=agent_cpus,
+        agent_memory_mb=agent_memory_mb, max_parallel=max_parallel,
+    )  # fmt: skip
     home = _home(ledger)
     with Ledger.open(home) as led:
         before = experiment_state(loaded, led)
@@ -156,7 +176,13 @@ def run_cmd(
         "finished_now": 0,
     }
     t0 = time.monotonic()
-    with Live(_live_table(counts, t0), console=err_console, transient=False) as live:
+    board = NodeBoard(len(before.pending)) if ray is not None else None
+
+    def shown() -> RenderableType:
+        table = _live_table(counts, t0)
+        return table if board is None else Group(table, board.table())
+
+    with Live(shown(), console=err_console, transient=False) as live:
 
         def on_event(
             kind: str, s: ScheduledTrial, record: TrialRecord | None, message: str
@@ -178,10 +204,15 @@ def run_cmd(
                 counts["failed"] = int(counts["failed"]) + 1
                 counts["done"] = int(counts["done"]) + 1
                 live.console.print(f"{s.key}: counted as a failure ({escape(message)})")
-            live.update(_live_table(counts, t0))
+            if board is not None:
+                board.on_event(kind, s, record, message)
+            live.update(shown())
 
         try:
-            state = run_experiment(loaded, home, max_parallel=max_parallel, on_event=on_event)
+            state = run_experiment(
+                loaded, home, max_parallel=max_parallel, on_event=on_event, executor=chosen,
+                ray=ray,
+            )  # fmt: skip
         except KeyboardInterrupt:
             raise interrupted(
                 "finished trials are recorded, the interrupted one is marked; run "
@@ -203,8 +234,13 @@ def _count_end(counts: dict[str, float | int], record: TrialRecord) -> None:
 
 
 @experiment_app.command("status")
-def status_cmd(plan: PlanArg, ledger: LedgerOpt = None) -> None:
-    """How many trials of the plan are complete, failed, pending, interrupted."""
+def status_cmd(
+    plan: PlanArg,
+    ledger: LedgerOpt = None,
+    keys: Annotated[bool, typer.Option("--keys", help="every key's outcome, one a line")] = False,
+) -> None:
+    """How many trials of the plan are complete, failed, pending, interrupted; where each
+    running key runs (its node on a cluster)."""
     from optarena.experiments import experiment_state, load_plan
     from optarena.ledger import Ledger
 
@@ -217,6 +253,8 @@ def status_cmd(plan: PlanArg, ledger: LedgerOpt = None) -> None:
         f"(counted as failures), {c['pending']} pending, {c['interrupted_rows']} interrupted "
         "rows on record"
     )
+    for line in key_places(state, keys):
+        console.print(line)
     if c["pending"]:
         console.print(f"to run the rest: {_again('experiment run', plan, ledger)}")
 

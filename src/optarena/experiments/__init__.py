@@ -11,6 +11,7 @@ from optarena.experiments._compare import (
 )
 from optarena.experiments._execute import run_experiment, trial_config
 from optarena.experiments._plan import ExperimentPlan, LoadedPlan, load_plan
+from optarena.experiments._ray import RayOptions, import_ray
 from optarena.experiments._schedule import (
     ScheduledTrial,
     drift,
@@ -28,6 +29,7 @@ __all__ = [
     "ExperimentPlan",
     "ExperimentState",
     "LoadedPlan",
+    "RayOptions",
     "ScheduledTrial",
     "Total",
     "TreatmentComparison",
@@ -37,6 +39,7 @@ __all__ = [
     "experiment_state",
     "freeze",
     "frozen_cells",
+    "import_ray",
     "load_plan",
     "lock_path",
     "plan_identity",

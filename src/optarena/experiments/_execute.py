@@ -18,8 +18,10 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from optarena.agents import AgentLimits, RunContext
+from optarena.errors import OptarenaError
 from optarena.experiments._plan import LoadedPlan
 from optarena.experiments._schedule import ScheduledTrial, artifacts_sha256
 from optarena.experiments._state import (
@@ -35,6 +37,9 @@ from optarena.judge import JudgeOptions, JudgeResult, judge
 from optarena.ledger import Ledger, TrialRecord
 from optarena.runs import TrialConfig, TrialHook, run_trial
 from optarena.tasks import Task
+
+if TYPE_CHECKING:
+    from optarena.experiments._ray import RayOptions
 
 # The agent's processes see their trial's key (task/condition/repetition): a scripted agent can
 # seed itself from it and behave the same when an experiment is re-run.
@@ -102,13 +107,25 @@ def run_experiment(
     max_parallel: int | None = None,
     on_event: Event | None = None,
     judge_fn: Callable[[Task, Path, JudgeOptions], JudgeResult] = judge,
+    executor: Literal["local", "ray"] | None = None,
+    ray: RayOptions | None = None,
 ) -> ExperimentState:
     """Run every pending key; returns the state afterwards. An interruption (Ctrl-C) is
     recorded by the trial it hit and re-raised; the next run resumes. Bad input found before a
-    trial is recorded (an agent not installed) raises OptarenaError and stops the run."""
+    trial is recorded (an agent not installed) raises OptarenaError and stops the run.
+    `executor` (default: the plan's) `ray` runs the trials on a Ray cluster (`ray`: how)."""
     with Ledger.open(ledger_home) as ledger:
         ledger.reconcile()  # recovery first: rows a killed run left `running`, its leftovers
         state = experiment_state(plan, ledger)
+    if (executor or plan.plan.experiment.executor) == "ray":
+        from optarena.experiments._ray import RayOptions, run_on_ray
+
+        if judge_fn is not judge:  # it would not reach the judge nodes: never silently dropped
+            raise OptarenaError("judge_fn: the Ray executor judges with the judge on judge nodes")
+
+        run_on_ray(plan, ledger_home, state, ray or RayOptions(), on_event or (lambda *a: None))
+        with Ledger.open(ledger_home) as ledger:
+            return experiment_state(plan, ledger, state.cells)
     parallel = max(1, max_parallel or plan.plan.experiment.max_parallel)
     judging = threading.Lock()
 
@@ -183,8 +200,14 @@ class _Attempts:
 
 
 def _run_parallel(
-    pending: list[ScheduledTrial], parallel: int, attempt: Callable[[ScheduledTrial], bool]
+    pending: list[ScheduledTrial],
+    parallel: int,
+    attempt: Callable[[ScheduledTrial], bool],
+    stop: threading.Event | None = None,
 ) -> None:
+    """Keys in schedule order, `parallel` at once; on an error the queue is dropped and the
+    attempts running finish. `stop` is set by Ctrl-C (an attempt on a cluster watches it and
+    ends on record; a local one has its own interruption)."""
     queue = list(pending)
     running: dict[Future[bool], ScheduledTrial] = {}
     with ThreadPoolExecutor(max_workers=parallel) as pool:
@@ -198,7 +221,9 @@ def _run_parallel(
                     s = running.pop(f)
                     if f.result():
                         queue.append(s)
-        except BaseException:
+        except BaseException as e:
+            if stop is not None and isinstance(e, KeyboardInterrupt):
+                stop.set()
             queue.clear()
             for f in running:
                 f.cancel()

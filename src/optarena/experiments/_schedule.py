@@ -90,11 +90,14 @@ def lock_content(plan: LoadedPlan, identity: PlanIdentity | None = None) -> dict
     """Everything a result depends on besides the agents' own behaviour."""
     identity = identity or plan_identity(plan)
     runtime = runtime_fingerprint()
+    fields = plan.plan.model_dump(mode="json")
+    executor = fields["experiment"].pop("executor")  # how trials run, not what they are
     return {
         "schema_version": LOCK_SCHEMA_VERSION,
         "experiment": plan.name,
         "plan_sha256": plan.sha256,
-        "plan": plan.plan.model_dump(mode="json"),
+        "plan": fields,
+        "run": {"executor": executor},
         "tasks": identity.tasks,
         "judge_sha256": judge_sha256(),
         "runtime_sha256": runtime.get("sha256"),
@@ -151,10 +154,11 @@ def drift(plan: LoadedPlan) -> list[str]:
     """What differs between the lock and the plan as it is now, field by field (empty: no
     drift). Raises OptarenaError when there is no lock or it cannot be read."""
     locked = _read_lock(plan)
+    locked.setdefault("run", LOCAL_RUN)  # a lock written before the run record: run locally
     now = lock_content(plan)
     out: list[str] = []
     for key in now:
-        if key == "plan_sha256" and locked.get("plan") != now["plan"]:
+        if key == "plan_sha256" and any(locked.get(k) != now[k] for k in ("plan", "run")):
             continue  # the fields that changed say it
         if key == "plan_sha256" and locked.get(key) != now[key]:
             out.append("the plan file's bytes changed (no field did: comments or layout)")
@@ -168,6 +172,7 @@ def drift(plan: LoadedPlan) -> list[str]:
 
 
 MAX_LISTED = 12
+LOCAL_RUN = {"executor": "local"}
 
 
 def differences(where: str, old: Any, new: Any) -> list[str]:

@@ -26,6 +26,12 @@ class ExperimentSection(_Strict):
     )
     tasks: list[str] = Field(min_length=1, description="built-in ids or task directories")
     max_parallel: int = Field(default=1, ge=1, le=256, description="agents running at once")
+    executor: Literal["local", "ray"] = Field(
+        default="local",
+        description="where trials run: this machine's process pool, or a Ray cluster "
+        "(`--executor` overrides it); how trials run, never what they are: no trial's identity "
+        "depends on it",
+    )
     retries: int = Field(
         default=2,
         ge=0,

@@ -2,9 +2,9 @@
 
 from optarena.runs._containment import agent_sandbox_spec
 from optarena.runs._delivery import keep_log
-from optarena.runs._judging import OUT_OF_SCOPE, combine, judge_delivery
+from optarena.runs._judging import OUT_OF_SCOPE, JudgeFn, combine, judge_delivery
 from optarena.runs._rejudge import rejudge
-from optarena.runs._sources import ExternalTask, PackageTask, TrialTask, trial_task
+from optarena.runs._sources import ExternalTask, PackageTask, Prepared, TrialTask, trial_task
 from optarena.runs._trial import (
     TrialConfig,
     TrialHook,
@@ -12,6 +12,8 @@ from optarena.runs._trial import (
     TrialProgress,
     new_trial_id,
     run_trial,
+    sigterm_interrupts,
+    start_record,
 )
 from optarena.runs._workspace import (
     Delivery,
@@ -28,7 +30,9 @@ __all__ = [
     "Delivery",
     "DeliveryRefused",
     "ExternalTask",
+    "JudgeFn",
     "PackageTask",
+    "Prepared",
     "TrialConfig",
     "TrialHook",
     "TrialInterrupted",
@@ -45,6 +49,8 @@ __all__ = [
     "new_trial_id",
     "rejudge",
     "run_trial",
+    "sigterm_interrupts",
+    "start_record",
     "trial_task",
     "write_starter",
 ]

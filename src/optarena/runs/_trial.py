@@ -156,8 +156,9 @@ class _Phases:
 
 
 @contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM ends the trial like Ctrl-C: agent tree killed, row marked interrupted."""
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM ends the trial like Ctrl-C: agent tree killed, row marked interrupted (and a
+    cluster's driver: every attempt in flight recorded as stopped)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -172,9 +173,10 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def _start_record(
+def start_record(
     trial_id: str, config: TrialConfig, runner: AgentRunner, workspace: Path
 ) -> TrialRecord:
+    """The row a trial begins with (`running`): who runs what where, nothing of its result."""
     return TrialRecord(
         id=trial_id,
         state="running",
@@ -211,10 +213,16 @@ def run_trial(
     hooks: Sequence[TrialHook] = (),
     progress: TrialProgress | None = None,
     judge_fn: JudgeFn | None = None,
+    trial_id: str | None = None,
+    source: TrialTask | None = None,
 ) -> TrialRecord:
     """Run one trial and record it; returns the completed record. Bad input raises
-    OptarenaError before anything is recorded; an interruption is recorded, then re-raised."""
-    source = trial_task(config.task)
+    OptarenaError before anything is recorded; an interruption is recorded, then re-raised.
+
+    `trial_id` is given by a caller that numbers attempts itself (a Ray worker runs the trial
+    its driver already knows by that id); `source` replaces the task as the lifecycle uses it
+    (a Ray worker's judges it on a judge node)."""
+    source = source or trial_task(config.task)
     source.check_runnable()
     if isinstance(config.task, FrozenExternal) and config.budget_s is not None:
         raise OptarenaError(
@@ -224,16 +232,16 @@ def run_trial(
     code_references()  # the reference judging checks against, fixed before any agent runs
     runner = runner or create_runner(config.agent, config.agent_args)
     runner.check_available()
-    trial_id = new_trial_id()
+    trial_id = trial_id or new_trial_id()
     work = ledger.work_dir(trial_id)
     workspace = (config.workspace or work / "workspace").absolute()
     check_workspace(workspace, config.overwrite, [ledger.home])
-    record = _start_record(trial_id, config, runner, workspace)
+    record = start_record(trial_id, config, runner, workspace)
     ledger.begin_trial(record)
     phases = _Phases(progress)
     delivered: list[TrialRecord] = []  # the record as far as it got, once the delivery is stored
     try:
-        with _sigterm_interrupts():
+        with sigterm_interrupts():
             return _execute(
                 config, source, ledger, runner, record, work, phases, hooks, judge_fn, delivered
             )
