@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -111,3 +112,35 @@ def test_reading_the_ledger_recovers_nothing_and_kills_nothing(
         assert ledger.get("gone").state == "running" and sweeps == []
         assert ledger.reconcile() == ["gone"]
         assert ledger.get("gone").state == "interrupted" and sweeps == [1]
+
+
+_TRY_WRITE = """
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)
+try:
+    c.execute("BEGIN IMMEDIATE")
+except sqlite3.OperationalError as e:
+    print(e)
+else:
+    print("got the write lock")
+"""
+
+
+def test_opening_the_ledger_again_keeps_this_process_locks(tmp_path: Path) -> None:
+    """POSIX locks are the process's: closing any descriptor of a file drops every lock the
+    process holds on it. Making the database private must not open and close its files while
+    a connection of this process holds their locks (the driver of an experiment writes while
+    a status or a second ledger of the same process opens it), or another process writes
+    into the same pages at once and the ledger is corrupt."""
+    with Ledger.open(tmp_path / "L") as first:
+        first._conn.execute("BEGIN IMMEDIATE")  # this process holds the write lock
+        try:
+            with Ledger.open(tmp_path / "L"):  # a second opening in the same process
+                pass
+            other = subprocess.run(
+                [sys.executable, "-c", _TRY_WRITE, str(first.db_path)],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert other.stdout.strip() == "database is locked", other.stdout + other.stderr
+        finally:
+            first._conn.execute("ROLLBACK")

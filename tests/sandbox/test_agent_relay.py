@@ -121,11 +121,14 @@ def test_an_agent_opening_hundreds_of_connections_gets_one_thread(
             s.close()
     deadline = time.monotonic() + 30
     while True:
-        with unix(b.path) as s:
-            s.sendall(b"again")
-            s.shutdown(socket.SHUT_WR)
-            if s.recv(5) == b"AGAIN":
-                break
+        try:
+            with unix(b.path) as s:
+                s.sendall(b"again")
+                s.shutdown(socket.SHUT_WR)
+                if s.recv(5) == b"AGAIN":
+                    break
+        except (ConnectionResetError, BrokenPipeError):
+            pass  # still refused (closed at once) while the old pairs wind down
         assert time.monotonic() < deadline  # the slots free as the pairs see their ends
         time.sleep(0.05)
 

@@ -81,17 +81,20 @@ _PRIVATE_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journ
 
 def _make_private(home: Path) -> None:
     """The ledger directory 0700 and its database 0600, where this user owns them (one it does
-    not own is left as it is: its owner decides). Entries are changed through descriptors
-    that refuse links, so a link planted in the directory changes nothing elsewhere."""
-    fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    not own is left as it is: its owner decides). Entries are reached through `O_PATH`
+    descriptors that refuse links, so a link planted in the directory changes nothing
+    elsewhere; and only `O_PATH`: closing any other descriptor of the database's files would
+    drop every POSIX lock this process holds on them (a connection's, mid-transaction), and
+    another process would write the same pages at once (a corrupt ledger)."""
+    fd = os.open(home, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         _tighten(fd, 0o700)
         wanted = [*((d, 0o700) for d in _PRIVATE_DIRS), *((f, 0o600) for f in _PRIVATE_FILES)]
         for name, mode in wanted:
             try:
-                entry = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+                entry = os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=fd)
             except OSError:
-                continue  # not there (yet), or a link: nothing of ours to tighten
+                continue  # not there (yet)
             try:
                 _tighten(entry, mode)
             finally:
@@ -101,9 +104,14 @@ def _make_private(home: Path) -> None:
 
 
 def _tighten(fd: int, mode: int) -> None:
+    """`fd` is an `O_PATH` descriptor (no fchmod on those): chmod through its /proc link,
+    which names the very inode fstat saw; a link (O_NOFOLLOW gives the link itself) is not
+    ours to tighten."""
     st = os.fstat(fd)
+    if stat.S_ISLNK(st.st_mode) or not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        return
     if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & ~mode:
-        os.fchmod(fd, stat.S_IMODE(st.st_mode) & mode)
+        os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) & mode)
 
 
 def _trial_columns(r: TrialRecord) -> dict[str, object]:

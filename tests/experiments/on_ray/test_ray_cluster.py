@@ -23,7 +23,9 @@ from local_cluster import LocalCluster
 from optarena.experiments import compare_experiment, experiment_state, freeze, load_plan
 from optarena.ledger import Ledger, TrialRecord
 
-pytestmark = pytest.mark.slow
+# one cluster per module, so every test of it runs on one xdist worker (two clusters would share
+# fixed ports and two cores)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray-cluster")]
 pytest.importorskip("ray")
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "experiment"
