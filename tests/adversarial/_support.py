@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import textwrap
 from collections.abc import Callable
@@ -17,7 +18,9 @@ load_timeout_s = 10.0
 total_timeout_s = 90.0
 """
 
-MARKER = "optarena-adversarial-marker"  # put in the argv of anything a cheat leaves running
+# put in the argv of anything a cheat leaves running; one per xdist worker, so a test checks
+# for its own leftovers, never those of a test running beside it
+MARKER = f"optarena-adversarial-marker-{os.environ.get('PYTEST_XDIST_WORKER', 'gw')[2:]}-"
 
 JudgeFn = Callable[..., JudgeResult]
 

@@ -23,7 +23,9 @@ from optarena.tasks import Task
 
 Trial = Callable[..., TrialRecord]
 Agent = Callable[[str], str]
-MARKER = "3232.5"  # `sleep 3232.5`: this file's agents' processes, easy to find in /proc
+# `sleep 3232.5N`: this file's agents' processes, easy to find in /proc (N: the xdist worker,
+# so a test checks for its own leftovers, never those of a test running beside it)
+MARKER = f"3232.5{os.environ.get('PYTEST_XDIST_WORKER', 'gw')[2:]}"
 CAPS = probe()
 contained = pytest.mark.skipif(
     CAPS.mountns is not None or CAPS.netns is not None,

@@ -38,7 +38,9 @@ from optarena.sandbox._tree import descendants, is_zombie
 from optarena.sandbox._uids import lease_uid
 
 Listen = Callable[..., Any]  # the `listen` fixture (tests/sandbox/conftest.py)
-MARKER = "3131.5"  # `sleep 3131.5`: a process of ours, easy to find in /proc
+# `sleep 3131.5N`: a process of ours, easy to find in /proc (N: the xdist worker, so a test
+# checks for its own leftovers, never those of a test running beside it)
+MARKER = f"3131.5{os.environ.get('PYTEST_XDIST_WORKER', 'gw')[2:]}"
 CAPS = probe()
 CHECKOUT = Path(__file__).resolve().parents[2]
 needs_netns = pytest.mark.skipif(CAPS.netns is not None, reason=f"no netns: {CAPS.netns}")

@@ -17,8 +17,9 @@ import pytest
 from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy, kill_tree, probe, spawn
 from optarena.sandbox._tree import descendants, is_zombie
 
-MARKER = "optarena-sandbox-test-marker"
-SPELLED = "'optarena-sandbox-' + 'test-marker'"  # in code: the spawning argv must not match
+# one per xdist worker: a test checks for its own leftovers, never those of its neighbour's
+MARKER = f"optarena-sandbox-test-marker-{os.environ.get('PYTEST_XDIST_WORKER', 'gw')[2:]}-"
+SPELLED = f"{MARKER[:17]!r} + {MARKER[17:]!r}"  # in code: the spawning argv must not match
 CAPS = probe()
 needs_netns = pytest.mark.skipif(CAPS.netns is not None, reason=f"no netns: {CAPS.netns}")
 needs_mounts = pytest.mark.skipif(CAPS.mountns is not None, reason=f"no mountns: {CAPS.mountns}")
