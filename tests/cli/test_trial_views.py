@@ -126,3 +126,25 @@ def test_the_trial_report_labels_each_figure() -> None:
     md = render_trial_markdown(rec, {})
     assert "| metered cost USD | ≥$0.0013 |" in md
     assert "| metered tokens in/out, all | unknown / unknown, ≥1201 |" in md
+
+
+def test_an_experiment_trial_is_listed_by_its_condition_and_repetition_not_its_hashes() -> None:
+    """An experiment labels each trial with its key, cell and plan hashes, attempt, executor and
+    node; in a list they say nothing at a glance and folded 80-column rows into columns of
+    single letters. The list shows the condition and repetition (the task has its column), a
+    repeated attempt, and the user's own labels; `trial show` keeps every label."""
+    labels = {
+        "experiment": "hint-vs-plain", "experiment_key": "rmsnorm/hint/2", "condition": "hint",
+        "repetition": "2", "plan_sha256": "94846eb472a97558", "cell_sha256": "65d9ae626cf39102",
+        "attempt": "2", "executor": "ray", "node": "vm/12dfc15b", "judge_node": "vm/ce450a93",
+        "cond": "mine",
+    }  # fmt: skip
+    listed = running_record("0f798744db").model_copy(update={"labels": labels})
+    plain = running_record("210cd732a5").model_copy(update={"labels": {"cond": "a"}})
+    text = "\n".join(_render(trials_table([listed, plain], width=120), 120))
+    assert all(words in text for words in ("command hint #2", "attempt 2", "cond=mine")), text
+    for hidden in ("sha256", "94846eb4", "65d9ae62", "vm/", "ray", "hint-vs-plain"):
+        assert hidden not in text, text
+    assert "command cond=a" in text  # outside an experiment every label is shown
+    narrow = [line for line in _render(trials_table([listed, plain]), 80) if line.strip()]
+    assert len(narrow) <= 9, "\n".join(narrow)  # the hashes made a row of 20 lines

@@ -73,9 +73,29 @@ def _verdict_cell(r: TrialRecord) -> str:
     return v if r.agent_status == "completed" else f"{v} ({status_markup(r)})"
 
 
+# An experiment's bookkeeping on each of its trials: its key says them in a list (`trial show`
+# prints every label). Hashes say nothing at a glance and broke 80-column rows into columns of
+# single letters.
+_KEY_LABEL = "experiment_key"
+_BOOKKEEPING = frozenset(
+    {"experiment", _KEY_LABEL, "condition", "repetition", "attempt", "executor", "node",
+     "judge_node"}
+)  # fmt: skip
+
+
 def _agent_cell(r: TrialRecord) -> str:
-    labels = " ".join(f"{k}={v}" for k, v in sorted(r.labels.items()))
-    return escape(r.agent.label + (f" {labels}" if labels else ""))
+    shown = []
+    if _KEY_LABEL in r.labels:  # task/condition/repetition: the task has its own column
+        labels = r.labels
+        shown.append(f"{labels.get('condition', '?')} #{labels.get('repetition', '?')}")
+        if labels.get("attempt", "1") != "1":
+            shown.append(f"attempt {labels['attempt']}")
+    shown += [
+        f"{k}={v}"
+        for k, v in sorted(r.labels.items())
+        if not k.endswith("_sha256") and (_KEY_LABEL not in r.labels or k not in _BOOKKEEPING)
+    ]
+    return escape(" ".join([r.agent.label, *shown]))
 
 
 def cost_cells(record: TrialRecord) -> tuple[str, str]:
