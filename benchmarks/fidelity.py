@@ -154,6 +154,7 @@ class Row:
     fidelity: float | None
     seconds: float
     null_share: float | None  # the null arm's cost per call / the baseline's (median)
+    why: str = ""  # the verdict's reason in the judge's words
 
 
 def judged(task: Task, a: Path, b: Path, budget: float | None, seed: int, work: Path) -> Any:
@@ -196,12 +197,12 @@ def fidelity_rows(task: Task, args: argparse.Namespace, console: Console) -> lis
             rows.append(
                 Row(task.id, kind, truth["overall"], ratio, c.overall.ratio_ci,
                     c.overall.verdict, fid, seconds,
-                    statistics.median(shares) if shares else None)
+                    statistics.median(shares) if shares else None, c.overall.why)
             )  # fmt: skip
             console.log(
                 f"{task.id} {kind}: in-process {truth['overall']:.3f}, judge "
                 f"{ratio if ratio is not None else float('nan'):.3f} {c.overall.ratio_ci} "
-                f"({c.overall.verdict}, {seconds:.0f} s, clock {c.clock})"
+                f"({c.overall.verdict}: {c.overall.why}; {seconds:.0f} s, clock {c.clock})"
             )
     return rows
 
@@ -218,7 +219,7 @@ def detection(task: Task, args: argparse.Namespace, console: Console) -> dict[st
         for name, other in conditions:
             verdicts, ratios = [], []
             for i in range(args.runs):
-                work = root / f"{name.strip('+%/')}{i}"
+                work = root / f"{name.replace('/', '').strip('+%')}{i}"
                 work.mkdir()
                 run = paired(task, (base, other), args.budget_s, derive_seed(args.seed, i), work)
                 verdicts.append(run.verdict)
@@ -269,7 +270,7 @@ def render(rows: list[Row]) -> Table:
             r.kind,
             f"{r.true_ratio:.3f}",
             judge,
-            r.verdict,
+            r.verdict if r.verdict != "inconclusive" else f"inconclusive: {r.why}",
             "-" if r.fidelity is None else f"{r.fidelity:.2f}",
             "-" if r.null_share is None else f"{r.null_share:.2f}",
             f"{r.seconds:.0f}",
