@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from optarena.agents._base import AgentRunner, RunContext
 from optarena.agents._storable import storable_outcome
 from optarena.proxy import MeteredSession, ProxyLimits, Upstreams
-from optarena.records import AgentLimits, AgentOutcome
+from optarena.records import AgentLimits, AgentOutcome, evolve
 
 
 def proxy_limits(limits: AgentLimits) -> ProxyLimits:
@@ -74,16 +74,12 @@ def with_metering(outcome: AgentOutcome, session: MeteredSession) -> AgentOutcom
     bridged = (outcome.sandbox or {}).get("bridge_refused")
     if bridged:
         notes.append(f"the agent's network bridge refused {bridged} connection(s) over its limit")
-    return outcome.model_copy(
-        update={
-            "status": status,
-            "detail": "; ".join(d for d in [detail, *notes] if d),
-            "metered_usage": session.usage(),
-            "calls": session.calls,
-            "logs": {**outcome.logs, "api_calls": str(session.log_path)},
-            "extra": {
-                **outcome.extra,
-                "proxy": {"url": session.url, "refusals": session.refusals},
-            },
-        }
+    return evolve(
+        outcome,
+        status=status,
+        detail="; ".join(d for d in [detail, *notes] if d),
+        metered_usage=session.usage(),
+        calls=session.calls,
+        logs={**outcome.logs, "api_calls": str(session.log_path)},
+        extra={**outcome.extra, "proxy": {"url": session.url, "refusals": session.refusals}},
     )

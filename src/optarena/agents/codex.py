@@ -28,7 +28,7 @@ from optarena.agents._cli_agent import CliAgentOptions, CliAgentRunner, Parsed, 
 from optarena.agents._codex_stream import CodexStream, parse_codex_stream
 from optarena.errors import OptarenaError
 from optarena.proxy import load_prices
-from optarena.records import AgentLimits, AgentStatus, Usage
+from optarena.records import AgentLimits, AgentStatus, Usage, evolve
 
 PINNED = "@openai/codex@0.171.0"
 PROVIDER = "optarena"
@@ -216,4 +216,4 @@ class CodexRunner(CliAgentRunner):
         )
         if cost is not None:
             parsed.extra["codex"]["cost_source"] = f"price table {prices.version}, {model}"
-        return u.model_copy(update={"cost_usd": cost})
+        return evolve(u, cost_usd=cost)

@@ -33,6 +33,7 @@ from optarena.records import (
     TreatmentComparison,
     TrialRow,
     Usage,
+    evolve,
 )
 
 OLDER_PROTOCOL = "older_protocol"  # a trial's speed measured by a protocol no longer used
@@ -57,8 +58,11 @@ def key_row(state: ExperimentState, s: ScheduledTrial) -> TrialRow | None:
         return None
     attempts = state.rows.get(s.key, [])
     r = state.done(s.key) or attempts[0]  # newest first: the last attempt
-    return trial_row(r, attempts, outcome).model_copy(
-        update={"task": s.task, "condition": s.condition, "repetition": s.repetition}
+    return evolve(
+        trial_row(r, attempts, outcome),
+        task=s.task,
+        condition=s.condition,
+        repetition=s.repetition,
     )
 
 
@@ -248,13 +252,16 @@ def compare_experiment(state: ExperimentState) -> ExperimentComparison:
         for c in plan.plan.conditions
     ]
     by_task = [
-        summarize_condition(
-            c.name,
-            [r for r in rows if r.condition == c.name and r.task == t],
-            sum(s.condition == c.name and s.task == t for s in state.pending),
-            seed,
-            measured,
-        ).model_copy(update={"task": t})
+        evolve(
+            summarize_condition(
+                c.name,
+                [r for r in rows if r.condition == c.name and r.task == t],
+                sum(s.condition == c.name and s.task == t for s in state.pending),
+                seed,
+                measured,
+            ),
+            task=t,
+        )
         for t in plan.tasks
         for c in plan.plan.conditions
     ]

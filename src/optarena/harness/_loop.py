@@ -52,6 +52,7 @@ from optarena.harness._scan import area_status, scan_area
 from optarena.harness._score import better, count_calls, score_of, stop_reason
 from optarena.harness._session import follow_up
 from optarena.ledger import Ledger, TrialRecord, utc_now
+from optarena.records import evolve
 from optarena.runs import TrialConfig, agent_sandbox_spec, run_trial, trial_task, write_starter
 from optarena.sandbox import copy_entry
 from optarena.tasks import Task
@@ -160,7 +161,7 @@ class _Loop:
             dest = self.snapshots / a.path
             dest.parent.mkdir(parents=True, exist_ok=True)
             copy_entry(src, dest)
-            self.registry.add(a.model_copy(update={"iteration": 0}))
+            self.registry.add(evolve(a, iteration=0))
 
     def save(self) -> None:
         save_registry(self.registry, self.dir / "registry.json")
@@ -252,7 +253,7 @@ class _Loop:
     ) -> PhaseRecord:
         c = self.config
         wall = c.reflection_timeout_s if phase == "reflect" else c.build_timeout_s
-        limits = c.attempt.model_copy(update={"wall_s": wall})
+        limits = evolve(c.attempt, wall_s=wall)
         logs = self.dir / f"it{it.iteration}" / (f"{phase}{n}" if n else phase)
         self.say(f"iteration {it.iteration}: {phase}{f' {n}' if n else ''}")
         p = follow_up(self.runner, self.ledger, record, phase, prompt, limits, logs,

@@ -21,7 +21,7 @@ from optarena.judge._external_ctx import BrokenTaskError, Ctx, Rejected
 from optarena.judge._external_run import CommandRun, read_metric
 from optarena.judge._measure_report import summarize
 from optarena.judge._stats import decided, estimate
-from optarena.records import BenchmarkRound, BenchmarkStop, ExternalMetrics, ScaleRuns
+from optarena.records import BenchmarkRound, BenchmarkStop, ExternalMetrics, ScaleRuns, evolve
 
 Arm = Literal["baseline", "candidate"]
 Order = Literal["AB", "BA"]
@@ -114,10 +114,10 @@ def benchmark(ctx: Ctx, trees: dict[str, Path], seed: int) -> ExternalMetrics:
             f"not confirmed by the OS ({check.outcome}): the metric is printed by the "
             "candidate's code and is no evidence alone; see the OS check"
         )
-        summary = summary.model_copy(update={"verdict": "inconclusive", "why": why})
+        summary = evolve(summary, verdict="inconclusive", why=why)
     if spec.quality is None and summary.verdict == "improved":
         why = "no quality gate: an unverified candidate is never improved"
-        summary = summary.model_copy(update={"verdict": "inconclusive", "why": why})
+        summary = evolve(summary, verdict="inconclusive", why=why)
     return ExternalMetrics(
         metric=b.metric.model_dump(by_alias=True, exclude_none=True),
         direction=b.direction,

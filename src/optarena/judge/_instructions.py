@@ -23,7 +23,7 @@ from optarena.judge._client import WorkerClient, WorkerError
 from optarena.judge._correctness import derive_seed
 from optarena.judge._native import load_request
 from optarena.judge._stats import median
-from optarena.records import Instructions
+from optarena.records import Instructions, evolve
 from optarena.sandbox import SandboxPolicy, temporary_tree
 from optarena.tasks import Task
 
@@ -64,9 +64,8 @@ class _ArmCounter:
     def __init__(self, task: Task, workdir: Path, out_dir: Path, policy: SandboxPolicy | None):
         self.task = task
         self.out_dir = out_dir
-        limits = task.spec.limits.model_copy(
-            update={"memory_mb": max(task.spec.limits.memory_mb, 16384)}  # valgrind's own maps
-        )
+        limits = evolve(task.spec.limits, memory_mb=max(task.spec.limits.memory_mb, 16384))
+        # (16 GiB at least: valgrind's own maps)
         prefix = [
             "valgrind",
             "--tool=callgrind",

@@ -19,6 +19,7 @@ from optarena.records import (
     StopReason,
     Summary,
     WorkloadMetrics,
+    evolve,
 )
 
 OVERALL = "__overall__"
@@ -68,7 +69,7 @@ def checked(
         f"{primary_clock} time says improved ({primary.why}), {other_clock} time does not "
         f"({other.verdict}: {other.why}); an improvement must show on both"
     )
-    return primary.model_copy(update={"verdict": "inconclusive", "why": why}), other
+    return evolve(primary, verdict="inconclusive", why=why), other
 
 
 def summary_pair(

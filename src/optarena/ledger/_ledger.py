@@ -41,6 +41,7 @@ from optarena.records import (
     Judgement,
     TrialPaths,
     TrialRecord,
+    evolve,
     load_call,
     load_judgement,
     load_trial,
@@ -268,9 +269,7 @@ class Ledger:
         calls, notes = self.logged_calls(trial_id)
         if notes:
             error = "; ".join([error, *notes])
-        record = record.model_copy(
-            update={"state": "interrupted", "finished_at": utc_now(), "error": error}
-        )
+        record = evolve(record, state="interrupted", finished_at=utc_now(), error=error)
         try:
             self.finish_trial(record, calls=calls)
         except LedgerError:
@@ -394,8 +393,7 @@ class Ledger:
             "SELECT id, record FROM judgements WHERE trial_id = ? ORDER BY id", (trial_id,)
         ).fetchall()
         return [
-            load_judgement(r["record"], f"judgement {r['id']}").model_copy(update={"id": r["id"]})
-            for r in rows
+            evolve(load_judgement(r["record"], f"judgement {r['id']}"), id=r["id"]) for r in rows
         ]
 
     @staticmethod

@@ -16,10 +16,14 @@ refuse newer ones with a clear error.
   `ConditionSummary`, `TreatmentComparison`, `TrialRow`, `Total`)
 - trials: `TrialRecord` and its parts (`TaskInfo`, `AgentInfo`, `ChangedFile`,
   `JudgeSettings`), `Judgement`
+- changing one: `evolve(record, field=value, ...)`, a copy validated like a new record (an
+  unknown field name or a wrong type is refused); never `model_copy(update=...)`, which checks
+  neither
 """
 
 from optarena.records._agent import AgentLimits, AgentOutcome, AgentStatus, Usage
 from optarena.records._calls import CALL_RECORD_VERSION, CallRecord
+from optarena.records._evolve import evolve
 from optarena.records._experiment import (
     COMPARISON_SCHEMA_VERSION,
     MAX_TRIALS,
@@ -159,6 +163,7 @@ __all__ = [
     "VerdictName",
     "WorkloadMetrics",
     "calls_of",
+    "evolve",
     "load_call",
     "load_judgement",
     "load_tool_call",

@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from optarena.records._evolve import evolve
+
 TELEMETRY_SCHEMA_VERSION = 2  # 2: a line when a call starts, call_id, cut_off
 
 ToolCallStatus = Literal["started", "ok", "error", "cut_off"]
@@ -57,6 +59,6 @@ def calls_of(lines: Iterable[ToolCallRecord]) -> list[ToolCallRecord]:
         if key not in calls or line.status != "started":
             calls[key] = line
     return [
-        c.model_copy(update={"status": "cut_off", "error": NO_END}) if c.status == "started" else c
+        evolve(c, status="cut_off", error=NO_END) if c.status == "started" else c
         for c in calls.values()
     ]

@@ -16,7 +16,7 @@ from pathlib import Path
 from optarena import __version__
 from optarena.identity import judge_sha256
 from optarena.ledger import Judgement, Ledger, TrialRecord, utc_now
-from optarena.records import AgentOutcome, TrialPaths
+from optarena.records import AgentOutcome, TrialPaths, evolve
 from optarena.runs._workspace import Delivery, DeliveryRefused
 from optarena.sandbox import name_line, open_untrusted, remove_tree
 
@@ -78,7 +78,7 @@ def store_delivery(
     if left_out:
         note = f"logs not kept: {'; '.join(left_out[:20])}"
         detail = "; ".join(filter(None, [outcome.detail, note]))
-        outcome = outcome.model_copy(update={"detail": detail})
+        outcome = evolve(outcome, detail=detail)
     if delivery is not None:
         out["diff"] = store.put_bytes(delivery.diff)
         out["candidate"] = store.put_tree(paths.candidate, delivery.editable)

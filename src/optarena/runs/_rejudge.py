@@ -9,6 +9,7 @@ from pathlib import Path
 from optarena.errors import OptarenaError
 from optarena.judge import verify_judge
 from optarena.ledger import Judgement, JudgeSettings, Ledger, TrialRecord
+from optarena.records import evolve
 from optarena.runs._judging import JudgeFn
 from optarena.runs._sources import TrialTask, trial_task
 from optarena.tasks import load_task, resolve_task
@@ -96,4 +97,4 @@ def rejudge(
             progress=progress,
         )
     row_id = ledger.add_judgement(judgement)
-    return record, judgement.model_copy(update={"id": row_id}), notes
+    return record, evolve(judgement, id=row_id), notes

@@ -55,7 +55,7 @@ from optarena.ledger import (
     process_start_ticks,
     utc_now,
 )
-from optarena.records import TrialPaths
+from optarena.records import TrialPaths, evolve
 from optarena.runs._containment import agent_sandbox_spec
 from optarena.runs._delivery import describe, refusal_judgement, store_delivery
 from optarena.runs._judging import JudgeFn
@@ -263,9 +263,10 @@ def _record_interruption(
         ledger.mark_interrupted(trial_id, error)
         return start_only
     calls, notes = ledger.logged_calls(trial_id)  # what the proxy saw until the interruption
-    update = {"state": "interrupted", "finished_at": utc_now(), "error": "; ".join([error, *notes])}
+    why = "; ".join([error, *notes])
     try:
-        ledger.finish_trial(delivered[-1].model_copy(update=update), calls=calls)
+        kept = evolve(delivered[-1], state="interrupted", finished_at=utc_now(), error=why)
+        ledger.finish_trial(kept, calls=calls)
     except LedgerError:
         return "the record as finished before"  # already finished (a refused judgement)
     except Exception as e:  # the delivery itself cannot be recorded: the row never stays running
@@ -312,7 +313,7 @@ def _execute(
             _keep_delivery(task, ledger, record, work, baseline, stopped, limits, phases, delivered)
             raise
         note["message"] = f"{outcome.status}: {outcome.detail}"
-    record = record.model_copy(update={"agent_sandbox": _sandbox_record(config, runner, outcome)})
+    record = evolve(record, agent_sandbox=_sandbox_record(config, runner, outcome))
     with phases("capture") as note:
         delivery = _capture(task, paths, baseline, config.workspace_limits)
         kept = None if isinstance(delivery, DeliveryRefused) else delivery
@@ -378,7 +379,7 @@ def _keep_delivery(
     except Exception:  # capturing is best effort here (a refused one too): the start record
         return
     kept = _final_record(record, stopped, delivery, None, baseline, artifacts, phases)
-    delivered.append(kept.model_copy(update={"agent_status": None}))
+    delivered.append(evolve(kept, agent_status=None))
 
 
 def _run_agent(
@@ -432,15 +433,15 @@ def _sandbox_record(
 
 def _refused(record: TrialRecord, error: JudgeTamperedError) -> TrialRecord:
     """The trial as recorded when the judge refused to judge: no verdict, what changed."""
-    update = {
-        "state": "interrupted",
-        "verdict": None,
-        "error": str(error),
-        "reason_codes": [error.code],
-        "reasons": [str(error)],
-        "outside_changes": error.changes,
-    }
-    return TrialRecord.model_validate(record.model_copy(update=update).model_dump())
+    return evolve(
+        record,
+        state="interrupted",
+        verdict=None,
+        error=str(error),
+        reason_codes=[error.code],
+        reasons=[str(error)],
+        outside_changes=error.changes,
+    )
 
 
 def _final_record(
@@ -479,5 +480,4 @@ def _final_record(
         }
         if judgement.judge_json:
             update["artifacts"] = {**artifacts, "judge": judgement.judge_json}
-    # model_copy does not validate; the round trip through plain data does.
-    return TrialRecord.model_validate(record.model_copy(update=update).model_dump())
+    return evolve(record, **update)

@@ -55,7 +55,7 @@ from optarena.experiments._ray._worker import AgentJob
 from optarena.experiments._schedule import ScheduledTrial
 from optarena.experiments._state import KEY_LABEL, ExperimentState
 from optarena.ledger import Ledger, TrialRecord, process_start_ticks
-from optarena.records import load_trial
+from optarena.records import evolve, load_trial
 from optarena.runs import sigterm_interrupts
 from optarena.sandbox import printable
 from optarena.tasks import Task
@@ -228,7 +228,7 @@ class RayAttempt:
             raise TransferError(f"node {msg.node} began trial {record.id}, not {job.trial_id}")
         pid = os.getpid()
         mine = {"host": socket.gethostname(), "pid": pid, "pid_start": process_start_ticks(pid)}
-        ledger.begin_trial(record.model_copy(update={"state": "running", **mine}))
+        ledger.begin_trial(evolve(record, state="running", **mine))
         self.emit("node", s, None, msg.node)
 
     def _interrupt(self, trial_id: str, error: str) -> None:

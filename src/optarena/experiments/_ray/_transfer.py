@@ -21,7 +21,7 @@ from typing import IO
 
 from optarena.errors import LedgerError, OptarenaError
 from optarena.ledger import ArtifactStore, Ledger, TrialRecord
-from optarena.records import CallRecord, Judgement, load_call, load_judgement, load_trial
+from optarena.records import CallRecord, Judgement, evolve, load_call, load_judgement, load_trial
 
 CHUNK_BYTES = 4 << 20  # one object in Ray's store per piece: small enough to stream
 MAX_TRANSFER_MB = 2048  # per trial; logs beyond it stay on the node (the delivery never does)
@@ -101,7 +101,7 @@ def pack(
     """The staging ledger's row of `trial_id` (with `update` applied) and its artifacts' chunks.
     Logs past `limit_mb` are left on the node, named in the record; a delivery past it raises
     TransferError (the trial is then recorded interrupted with that reason)."""
-    record = ledger.get(trial_id).model_copy(update=update)
+    record = evolve(ledger.get(trial_id), **update)
     judgements = ledger.judgements(trial_id)
     calls = ledger.calls(trial_id)
     store = ledger.store
@@ -127,10 +127,10 @@ def pack(
         )
         kept = {n: s for n, s in record.artifacts.items() if n not in left_out}
         detail = "; ".join(filter(None, [record.agent_detail, note]))
-        record = record.model_copy(update={"artifacts": kept, "agent_detail": detail})
+        record = evolve(record, artifacts=kept, agent_detail=detail)
     shipment = Shipment(
         node=node,
-        record=TrialRecord.model_validate(record.model_dump()).model_dump_json(),
+        record=record.model_dump_json(),  # validated by evolve
         judgements=tuple(j.model_dump_json() for j in judgements),
         calls=tuple(c.model_dump_json() for c in calls),
         artifacts=tuple(chosen),

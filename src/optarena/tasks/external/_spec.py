@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from optarena.errors import OptarenaError, RecordError, SpecError
-from optarena.records import migrate_values
+from optarena.records import evolve, migrate_values
 from optarena.tasks.external._environment import (
     Environment,
     ResolvedEnvironment,
@@ -415,7 +415,7 @@ def freeze_external(spec_path: Path, out: Path) -> FrozenExternal:
         ),
     )
     out.write_text(_to_toml(json.loads(frozen.model_dump_json(by_alias=True, exclude={"path"}))))
-    return frozen.model_copy(update={"path": str(out.resolve())})
+    return evolve(frozen, path=str(out.resolve()))
 
 
 def load_frozen(path: Path) -> FrozenExternal:
@@ -428,7 +428,7 @@ def load_frozen(path: Path) -> FrozenExternal:
         )
     data["spec"] = _migrated(path, data.get("spec"), "spec.")
     f: FrozenExternal = _validate(path, data, FrozenExternal)
-    f = f.model_copy(update={"path": str(path.resolve())})
+    f = evolve(f, path=str(path.resolve()))
     drift = []
     repo = f.repo
     try:
