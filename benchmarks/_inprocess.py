@@ -23,7 +23,7 @@ from typing import Any
 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(var, "1")  # as in the judge's workers (before NumPy is imported)
 
-from optarena.judge._native import BUILD_FLAGS, BUILD_LIBS, compiler  # noqa: E402
+from optarena.judge.correctness._native import BUILD_FLAGS, BUILD_LIBS, compiler  # noqa: E402
 from optarena.tasks import Task, load_task  # noqa: E402
 
 

@@ -43,9 +43,9 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from judge_noise import PLANTED, paired, planted_candidate
 
-from optarena.judge._arms import copy_arm
-from optarena.judge._correctness import derive_seed
-from optarena.judge._measure import Measurement, MeasurePlan
+from optarena.judge.correctness._phase import derive_seed
+from optarena.judge.speed._arms import copy_arm
+from optarena.judge.speed._measure import Measurement, MeasurePlan
 from optarena.tasks import BUILTIN_DIR, Task, load_task, unmet_requirements
 
 HERE = Path(__file__).resolve().parent

@@ -34,10 +34,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from optarena.judge._arms import copy_arm
-from optarena.judge._client import WorkerClient
-from optarena.judge._correctness import area_sizes, array_inputs, derive_seed
-from optarena.judge._measure import Measurement, MeasurePlan
+from optarena.judge.client._worker import WorkerClient
+from optarena.judge.correctness._phase import area_sizes, array_inputs, derive_seed
+from optarena.judge.speed._arms import copy_arm
+from optarena.judge.speed._measure import Measurement, MeasurePlan
 from optarena.tasks import Task, resolve_task
 
 PLANTED = """

@@ -236,3 +236,47 @@ def test_no_two_packages_define_the_same_type_name() -> None:
         for name in _public_type_names(path):
             where[name].add(_top(path))
     assert {n: sorted(p) for n, p in where.items() if len(p) > 1} == {}
+
+
+def _judge_room(path: Path) -> str | None:
+    """The judge's room a file belongs to: its subpackage (`speed`, `external`, ...) or, for a
+    module at the judge's top level, the module itself (`_judge`); None outside the judge."""
+    parts = path.relative_to(ROOT).parts
+    if parts[0] != "judge" or len(parts) < 2:
+        return None
+    return parts[1].removesuffix(".py")
+
+
+def _judge_rooms() -> dict[str, dict[str, list[str]]]:
+    """judge room -> imported judge room -> the files that import it (the package's own
+    `__init__`, which re-exports from every room, aside)."""
+    graph: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for path in sorted((ROOT / "judge").rglob("*.py")):
+        src = _judge_room(path)
+        if src is None or src == "__init__":
+            continue
+        for module in _imports(path):
+            parts = module.split(".")
+            if parts[:2] != ["optarena", "judge"] or len(parts) < 3 or parts[2] == src:
+                continue
+            graph[src][parts[2]].append(str(path.relative_to(ROOT)))
+    return graph
+
+
+def test_the_judge_rooms_import_no_cycle_and_only_each_others_public_names() -> None:
+    graph = _judge_rooms()
+    assert {"correctness", "speed", "external", "client"} <= set(graph)
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle between judge rooms " + " -> ".join(cycle or [])
+    offenders = []
+    for path in sorted((ROOT / "judge").rglob("*.py")):
+        src = _judge_room(path)
+        for module in _imports(path):
+            parts = module.split(".")
+            if parts[:2] != ["optarena", "judge"] or len(parts) < 4 or parts[2] == src:
+                continue
+            room = parts[2]
+            # `worker/` is loaded by path inside the worker: its modules are imported as they are
+            if room != "worker" and (ROOT / "judge" / room).is_dir() and parts[3][:1] == "_":
+                offenders.append(f"{path.relative_to(ROOT)}: {module}")
+    assert offenders == []

@@ -52,7 +52,7 @@ def install() -> Iterator[Path]:
 @pytest.fixture
 def fresh(install: Path) -> Iterator[Path]:
     """The install, restored after each test (an uncontained agent does edit it)."""
-    checks = install / "optarena" / "judge" / "_checks.py"
+    checks = install / "optarena" / "judge" / "correctness" / "_checks.py"
     original = checks.read_bytes()
     yield install
     checks.write_bytes(original)
@@ -70,7 +70,7 @@ def run_cli(
 @pytest.fixture
 def hostile(agent: Callable[[str], str], control: Callable[[str], Path]) -> Callable[[Path], str]:
     def make(site: Path) -> str:
-        checks = site / "optarena" / "judge" / "_checks.py"
+        checks = site / "optarena" / "judge" / "correctness" / "_checks.py"
         return agent(
             f"cp {control('zeros')}/solution.py solution.py\n"
             f"echo 'PASS_EVERYTHING = True  # tampered' >> {checks} 2>/dev/null || true\n"
@@ -101,10 +101,10 @@ def test_a_contained_agent_cannot_edit_the_installed_judge(
     agent: Callable[[str], str],
     control: Callable[[str], Path],
 ) -> None:
-    before = (fresh / "optarena" / "judge" / "_checks.py").read_bytes()
+    before = (fresh / "optarena" / "judge" / "correctness" / "_checks.py").read_bytes()
     first = run_cli(fresh, tmp_path / "L", hostile(fresh))
     assert first.returncode == 1, first.stderr  # judged: zeros are rejected
-    assert (fresh / "optarena" / "judge" / "_checks.py").read_bytes() == before
+    assert (fresh / "optarena" / "judge" / "correctness" / "_checks.py").read_bytes() == before
     later = run_cli(fresh, tmp_path / "L", agent(f"cp {control('zeros')}/solution.py ."))
     assert later.returncode == 1, later.stderr  # still the intact judge
     with Ledger(tmp_path / "L") as ledger:
@@ -122,7 +122,10 @@ def test_an_uncontained_agents_edit_is_refused_now_and_later(
 ) -> None:
     first = run_cli(fresh, tmp_path / "L", hostile(fresh), "--no-agent-sandbox")
     assert first.returncode == 2, first.stderr
-    assert "judge_tampered" in first.stderr and "judge/_checks.py: modified" in first.stderr
+    assert (
+        "judge_tampered" in first.stderr
+        and "judge/correctness/_checks.py: modified" in first.stderr
+    )
     later = run_cli(fresh, tmp_path / "L", agent(f"cp {control('zeros')}/solution.py ."))
     assert later.returncode == 2, later.stderr  # a new process: the RECORD still disagrees
     assert "installed distribution's RECORD" in later.stderr
@@ -131,7 +134,7 @@ def test_an_uncontained_agents_edit_is_refused_now_and_later(
     for rec in (oldest, newest):
         assert rec.state == "interrupted" and rec.verdict is None
         assert rec.reason_codes == ["judge_tampered"]
-        assert "judge/_checks.py: modified" in rec.outside_changes
+        assert "judge/correctness/_checks.py: modified" in rec.outside_changes
         assert "candidate" in rec.artifacts  # what the agent delivered is kept
     assert oldest.agent_sandbox is not None and oldest.agent_sandbox["enabled"] is False
     assert json.loads(oldest.model_dump_json())["error"].startswith("judge_tampered")

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from optarena.judge._checks import check_precision, downcast_width
 from optarena.judge._seal import broken, take_seal
+from optarena.judge.correctness._checks import check_precision, downcast_width
 from optarena.judge.worker import _guard
 from optarena.tasks import Task
 

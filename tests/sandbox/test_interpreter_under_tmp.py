@@ -40,7 +40,7 @@ def test_a_worker_starts_with_the_interpreter_under_tmp(tmp_python: Path) -> Non
     code = """
 import tempfile
 from pathlib import Path
-from optarena.judge._client import WorkerClient
+from optarena.judge.client._worker import WorkerClient
 from optarena.tasks import BUILTIN_DIR, load_task
 task = load_task(BUILTIN_DIR / "rmsnorm")
 d = Path(tempfile.mkdtemp())

@@ -1,12 +1,12 @@
 """The judge: correctness in a separate worker process, compared with an independent oracle;
 then speed, paired against the baseline (or any other candidate) with an A/A control."""
 
-from optarena.judge import _stats as stats  # the one statistics module (experiments too)
 from optarena.judge._compare import CompareResult, aa_control, compare
-from optarena.judge._external import BaseRun, BrokenTaskError, check_base, judge_external
 from optarena.judge._judge import JudgeOptions, judge, new_seed
 from optarena.judge._result import JUDGE_SCHEMA_VERSION, Check, JudgeResult
 from optarena.judge._seal import JudgeTamperedError, verify_judge
+from optarena.judge.external import BaseRun, BrokenTaskError, check_base, judge_external
+from optarena.judge.speed import stats  # the one statistics module (experiments too)
 from optarena.records import AAControl, Comparison, Metrics
 
 __all__ = [

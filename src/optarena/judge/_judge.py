@@ -14,12 +14,10 @@ from pathlib import Path
 from optarena import __version__
 from optarena.errors import MissingPrerequisiteError, OptarenaError
 from optarena.identity import judge_sha256, runtime_fingerprint
-from optarena.judge._checks import fail
-from optarena.judge._correctness import Recorder, run_correctness
-from optarena.judge._instructions import count_instructions
 from optarena.judge._result import CandidateRef, Check, JudgeRef, JudgeResult, TaskRef
 from optarena.judge._seal import broken, judge_code_files, take_seal
-from optarena.judge._speed import SpeedOptions, SpeedResult, measure_candidate
+from optarena.judge.correctness import Recorder, fail, run_correctness
+from optarena.judge.speed import SpeedOptions, SpeedResult, count_instructions, measure_candidate
 from optarena.sandbox import SandboxPolicy, temporary_tree
 from optarena.tasks import Task, unmet_requirements
 
@@ -63,7 +61,7 @@ class JudgeOptions:
 def _measure(
     task: Task, private: Path, tmp: Path, seed: int, options: JudgeOptions, deadline: float
 ) -> SpeedResult:
-    """The speed phase for an accepted candidate (see `_speed`)."""
+    """The speed phase for an accepted candidate (see `speed/_phase`)."""
     opts = SpeedOptions(
         seed=seed,
         budget_s=options.budget_s,

@@ -1,0 +1,14 @@
+"""The judge's side of a worker process: starting it, talking to it, ending it.
+
+Owns `WorkerClient` (one fresh interpreter running `worker/_loop.py` in the sandbox, spoken to
+over two pipes, JSON requests and the timed path's binary frames), the shared memory it reads
+and writes (`_arena`: sealed read-only inputs, the output area), the timed path's call layouts
+(`_layout`), and what every worker starts with (`_worker_env`: environment, resource limits,
+the meaning of its way of ending). Both phases use it: correctness through one worker, speed
+through the pair's arms and the null arm. What runs *inside* the worker is `judge/worker/`.
+"""
+
+from optarena.judge.client._arena import arena_bytes
+from optarena.judge.client._worker import CallResult, WorkerClient, WorkerError
+
+__all__ = ["CallResult", "WorkerClient", "WorkerError", "arena_bytes"]

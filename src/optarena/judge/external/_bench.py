@@ -1,0 +1,131 @@
+"""The benchmark of an external task: both arms in AB/BA rounds from a random start.
+
+Each round runs each arm's command once (at the scale's high size, where the metric is read)
+and, when the spec declares a scale, once more at its low size first, so the OS can time the
+difference (see `_crosscheck`). The order within a round keeps both arms' differences
+over the same span of time: AB is A-low, B-low, A-high, B-high; BA swaps the arms. Rounds stop
+when the metric's interval decides, at the budget or at `max_rounds`; the OS is looked at once,
+at the end (stopping when it happened to agree would be peeking).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from optarena.judge.external._crosscheck import os_check
+from optarena.judge.external._ctx import BrokenTaskError, Ctx, Rejected
+from optarena.judge.external._run import CommandRun, read_metric
+from optarena.judge.speed import decided, estimate, summarize
+from optarena.records import BenchmarkRound, BenchmarkStop, ExternalMetrics, ScaleRuns, evolve
+
+Arm = Literal["baseline", "candidate"]
+Order = Literal["AB", "BA"]
+
+
+def bench_once(ctx: Ctx, tree: Path, arm: Arm, size: int | None) -> tuple[float, CommandRun]:
+    """One run of the benchmark at `size` of the scale (None: no scale), and its metric."""
+    b = ctx.frozen.spec.benchmark
+    assert b is not None
+    r = ctx.run(b.at(size), tree, b.timeout_s)
+    value, why = read_metric(b.metric, r) if r.ok else (None, f"exited {r.returncode}")
+    if value is None:
+        detail = f"benchmark {r.failure()}" if not r.ok else (
+            f"benchmark `{r.command}`: {why}; output: {r.tail()[-800:]}"
+        )  # fmt: skip
+        if arm == "baseline":
+            field = "benchmark.metric" if r.ok else "benchmark.command"
+            raise BrokenTaskError(ctx.frozen, field, detail, r)
+        raise Rejected("benchmark", "benchmark_failed", detail)
+    return value, r
+
+
+def _pair(
+    ctx: Ctx, trees: dict[str, Path], order: Order, size: int | None
+) -> dict[str, tuple[float, CommandRun]]:
+    """Both arms once at `size`, in `order`; a candidate failure is the task's when the
+    baseline fails the same way."""
+    got: dict[str, tuple[float, CommandRun]] = {}
+    for letter in order:
+        arm: Arm = "baseline" if letter == "A" else "candidate"
+        try:
+            got[arm] = bench_once(ctx, trees[arm], arm, size)
+        except Rejected:
+            if "baseline" not in got:
+                bench_once(ctx, trees["baseline"], "baseline", size)
+            raise
+    return got
+
+
+def _round(ctx: Ctx, trees: dict[str, Path], order: Order) -> BenchmarkRound:
+    b = ctx.frozen.spec.benchmark
+    assert b is not None
+    low = None
+    if b.scale is not None:
+        lo = _pair(ctx, trees, order, b.scale.low)
+        (lbv, lbr), (lcv, lcr) = lo["baseline"], lo["candidate"]
+        low = ScaleRuns(
+            baseline=lbv, candidate=lcv, baseline_wall_s=lbr.wall_s,
+            candidate_wall_s=lcr.wall_s, baseline_cpu_s=lbr.cpu_s, candidate_cpu_s=lcr.cpu_s,
+        )  # fmt: skip
+    got = _pair(ctx, trees, order, b.scale.high if b.scale else None)
+    (bv, br), (cv, cr) = got["baseline"], got["candidate"]
+    log = math.log(cv / bv) if b.direction == "lower" else math.log(bv / cv)
+    return BenchmarkRound(
+        order=order, baseline=bv, candidate=cv, baseline_wall_s=br.wall_s,
+        candidate_wall_s=cr.wall_s, baseline_cpu_s=br.cpu_s, candidate_cpu_s=cr.cpu_s,
+        log_ratio=log, low=low,
+    )  # fmt: skip
+
+
+def benchmark(ctx: Ctx, trees: dict[str, Path], seed: int) -> ExternalMetrics:
+    """AB/BA rounds from a random start until decided, the budget or max_rounds; the verdict
+    is the metric's, and only stands where the OS confirms it."""
+    spec = ctx.frozen.spec
+    b, m = spec.benchmark, spec.measurement
+    assert b is not None
+    rng = random.Random(seed)
+    orders: tuple[Order, Order] = ("AB", "BA") if rng.random() < 0.5 else ("BA", "AB")
+    rounds: list[BenchmarkRound] = []
+    t0 = datetime.now(UTC).timestamp()
+    stop: Literal["decided", "budget", "max_rounds"] = "max_rounds"
+    for i in range(m.max_rounds):
+        rounds.append(_round(ctx, trees, orders[i % 2]))
+        logs = [r.log_ratio for r in rounds]
+        even = len(logs) >= m.min_rounds and len(logs) % 2 == 0  # as many AB as BA rounds
+        e = estimate(logs, 0.95, seed, min_n=m.min_rounds)
+        if even and decided(e, m.min_effect, m.min_effect / 2):
+            stop = "decided"
+            break
+        if datetime.now(UTC).timestamp() - t0 > m.budget_s:
+            stop = "budget"
+            break
+    logs = [r.log_ratio for r in rounds]
+    summary = summarize(estimate(logs, 0.95, seed, min_n=m.min_rounds), m.min_effect)
+    check = os_check(rounds, logs, b.metric.wall, m.min_effect, seed)
+    notes = [check.why] if check.outcome in ("unresolved", "contradicted") else []
+    if notes and summary.verdict in ("improved", "regressed"):
+        # a self-reported metric is not evidence on its own (see _crosscheck)
+        why = (
+            f"not confirmed by the OS ({check.outcome}): the metric is printed by the "
+            "candidate's code and is no evidence alone; see the OS check"
+        )
+        summary = evolve(summary, verdict="inconclusive", why=why)
+    if spec.quality is None and summary.verdict == "improved":
+        why = "no quality gate: an unverified candidate is never improved"
+        summary = evolve(summary, verdict="inconclusive", why=why)
+    return ExternalMetrics(
+        metric=b.metric.model_dump(by_alias=True, exclude_none=True),
+        direction=b.direction,
+        ratio_meaning="candidate/baseline on the 'lower is better' scale: below 1 is better",
+        verdict=summary.verdict,
+        overall=summary,
+        stop=BenchmarkStop(reason=stop, rounds=len(rounds), budget_s=m.budget_s),
+        rounds=rounds,
+        scale=None if b.scale is None else [b.scale.low, b.scale.high],
+        os_check=check,
+        crosscheck=notes,
+    )

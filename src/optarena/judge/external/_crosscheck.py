@@ -1,0 +1,179 @@
+"""Whether the OS's own count of an external benchmark's runs confirms what it printed.
+
+The metric is printed by a process that runs the candidate's code, which can edit the clock the
+benchmark reads or print a better number after it: on its own it is not evidence. Each run's
+CPU time (the sandbox cgroup's count, which nothing in the run can edit) goes the same way as a
+real speed-up. So a speed verdict needs the OS's 95% interval over the same rounds to exclude no
+change on the metric's side; the magnitude stays the metric's, and both are kept in the rounds.
+CPU time is used where every run has it (a loaded machine disturbs it far less), else wall.
+
+Over whole runs (`process`), start-up, compiling and checking answers dilute the OS's view: an
+honest kernel 8x faster that is 2% of its process moves the OS's count less than its noise. A
+spec can then declare a scale (two sizes of the timed part); the judge runs each arm at both
+and the OS looks at the difference (`scaled_difference`), where fixed costs cancel. The
+candidate's code sees the size and can add time to its low-size run to shrink its own
+difference (or move its work into start-up, which a plain difference cancels). So the
+candidate's scaled part is taken from the lower of the two low-size runs:
+
+    candidate part = max(c_high - c_low, c_high - b_low)     baseline part = b_high - b_low
+
+Time the candidate adds to its low-size run, or to start-up beyond the baseline's, is then
+counted against it: a ratio below 1 needs c_high - b_low < b_high - b_low, i.e. its high-size
+run took less OS time than the baseline's. No candidate whose high-size run is not really
+faster can read as faster, whatever it does at either size. That the OS cannot tell
+(`unresolved`, with what the spec could add) is kept apart from it showing the opposite
+(`contradicted`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from optarena.judge.speed import Estimate, estimate, median
+from optarena.records import BenchmarkRound, Clock, OsCheck, OsOutcome
+
+# A candidate whose scaled part took no OS time at all is bounded at this ratio (its high-size
+# run then took no more than the baseline's low-size one: a real speed-up, never an artefact).
+_FLOOR = 1e-3
+Basis = Literal["process", "scaled_difference"]
+_SCALE_ADVICE = (
+    "declare [benchmark] scale = { low = 1, high = N } and put {scale} in the command where it "
+    "sizes the timed part (e.g. `--repeat {scale}`), so the judge times the difference between "
+    "the two sizes, where start-up and other fixed costs cancel"
+)
+_RAISE_ADVICE = "raise [benchmark] scale.high until the scaled part outweighs the runs' noise"
+
+
+@dataclass(frozen=True)
+class _Times:
+    """Per round log(candidate / baseline) of the OS's time, or why there is none."""
+
+    clock: Clock
+    logs: list[float]
+    unresolvable: int = 0  # rounds whose baseline scaled part took no time
+    baseline_part_s: float | None = None  # median baseline scaled part
+
+
+def _clock(rounds: list[BenchmarkRound]) -> Clock:
+    values: list[float | None] = []
+    for r in rounds:
+        values += [r.baseline_cpu_s, r.candidate_cpu_s]
+        if r.low is not None:
+            values += [r.low.baseline_cpu_s, r.low.candidate_cpu_s]
+    return "cpu" if all(v is not None and v > 0 for v in values) else "wall"
+
+
+def _process_times(rounds: list[BenchmarkRound]) -> _Times:
+    clock = _clock(rounds)
+    if clock == "cpu":
+        return _Times(
+            clock, [math.log((r.candidate_cpu_s or 1) / (r.baseline_cpu_s or 1)) for r in rounds]
+        )
+    return _Times(clock, [math.log(r.candidate_wall_s / r.baseline_wall_s) for r in rounds])
+
+
+def _scaled_times(rounds: list[BenchmarkRound]) -> _Times:
+    """The scaled part of each arm per round (see the module docstring for the max)."""
+    clock = _clock(rounds)
+    logs: list[float] = []
+    parts: list[float] = []
+    bad = 0
+    for r in rounds:
+        low = r.low
+        assert low is not None
+        if clock == "cpu":
+            bh, bl = r.baseline_cpu_s or 0.0, low.baseline_cpu_s or 0.0
+            ch, cl = r.candidate_cpu_s or 0.0, low.candidate_cpu_s or 0.0
+        else:
+            bh, bl, ch, cl = (
+                r.baseline_wall_s, low.baseline_wall_s, r.candidate_wall_s, low.candidate_wall_s
+            )  # fmt: skip
+        base = bh - bl
+        parts.append(base)
+        if base <= 0:
+            bad += 1
+            continue
+        cand = max(ch - cl, ch - bl)
+        logs.append(math.log(max(cand / base, _FLOOR)))
+    return _Times(clock, logs, bad, median(parts))
+
+
+def _span(e: Estimate) -> str:
+    if e.lo is None or e.hi is None:
+        return "no interval"
+    return f"interval {math.exp(e.lo):.3f}..{math.exp(e.hi):.3f}"
+
+
+def os_check(
+    rounds: list[BenchmarkRound], logs: list[float], metric_is_wall: bool, min_effect: float,
+    seed: int,
+) -> OsCheck:  # fmt: skip
+    """What the OS says about the metric's effect (median of `logs`, lower-is-better scale).
+    Only an effect beyond min_effect needs it; a wall-time metric is the judge's own clock."""
+    scaled = bool(rounds) and all(r.low is not None for r in rounds)
+    basis: Basis = "scaled_difference" if scaled else "process"
+    mlog = median(logs) if logs else 0.0
+    mratio = math.exp(mlog)
+    if metric_is_wall or abs(mlog) <= math.log1p(min_effect) or len(rounds) < 2:
+        why = (
+            "the metric is the judge's own wall clock of the runs" if metric_is_wall
+            else f"the metric claims no effect beyond {min_effect:.0%} (ratio {mratio:.3f})"
+        )  # fmt: skip
+        return OsCheck(
+            outcome="not_needed", basis=basis, clock=None, ratio=None, ratio_ci=None,
+            metric_ratio=mratio, why=why,
+        )  # fmt: skip
+    t = _scaled_times(rounds) if scaled else _process_times(rounds)
+    what = "time of the scaled part" if scaled else "time of the whole runs"
+    head = f"the OS's {t.clock.upper() if t.clock == 'cpu' else t.clock} {what}"
+    if t.unresolvable:
+        return OsCheck(
+            outcome="unresolved", basis=basis, clock=t.clock, ratio=None, ratio_ci=None,
+            metric_ratio=mratio,
+            why=f"{head} does not confirm the benchmark's own metric: metric ratio {mratio:.3f}, "
+            f"but in {t.unresolvable} of {len(rounds)} rounds the baseline's high-size run took "
+            "no more OS time than its low-size run: the scaled part is within the OS's noise",
+            advice=_RAISE_ADVICE,
+        )  # fmt: skip
+    e = estimate(t.logs, 0.95, seed, min_n=2)
+    est = None if e.estimate is None else math.exp(e.estimate)
+    ci = None if e.lo is None or e.hi is None else [math.exp(e.lo), math.exp(e.hi)]
+    said = f"metric ratio {mratio:.3f}, {t.clock} ratio {'-' if est is None else f'{est:.3f}'}"
+    said += f" ({_span(e)}, {len(rounds)} rounds)"
+    outcome, why, advice = _outcome(mlog, ci, head, said, t, scaled)
+    return OsCheck(
+        outcome=outcome, basis=basis, clock=t.clock, ratio=est, ratio_ci=ci, metric_ratio=mratio,
+        why=why, advice=advice,
+    )  # fmt: skip
+
+
+def _outcome(
+    mlog: float, ci: list[float] | None, head: str, said: str, t: _Times, scaled: bool
+) -> tuple[OsOutcome, str, str | None]:
+    """(outcome, why, advice) from the OS's interval against the metric's side."""
+    if ci is not None and (ci[1] < 1 if mlog < 0 else ci[0] > 1):
+        return "confirmed", f"{head} confirms the metric's direction: {said}", None
+    if mlog < 0 and len(t.logs) >= 4 and all(x == math.log(_FLOOR) for x in t.logs):
+        # no interval (every round the same), but in each the candidate's high-size run took
+        # less OS time than the baseline's low-size one: the sign of every round agrees
+        why = f"{head} confirms the metric's direction: in every round the candidate's "
+        why += f"high-size run took less than the baseline's low-size run ({said})"
+        return "confirmed", why, None
+    if ci is not None and (ci[0] > 1 if mlog < 0 else ci[1] < 1):
+        why = f"{head} does not confirm the benchmark's own metric, it shows the opposite: {said}"
+        return "contradicted", why, None
+    why = f"{head} does not confirm the benchmark's own metric, nor contradict it: {said}"
+    if scaled:
+        part = t.baseline_part_s or 0.0
+        why += (
+            f"; its interval includes no change: the effect is not there, or it is within the "
+            f"runs' noise (the baseline's scaled part took {part:.3f} s)"
+        )
+        return "unresolved", why, "if the effect is real: " + _RAISE_ADVICE
+    why += (
+        "; its interval includes no change: the effect is not there, or what the metric times "
+        "is a small part of each run (start-up, compiling or checking answers outweigh it)"
+    )
+    return "unresolved", why, _SCALE_ADVICE

@@ -1,0 +1,182 @@
+"""`WorkerClient.run_calls`: a slot's calls with the worker thawed throughout.
+
+The windows tile, so nothing the worker's process does during a run escapes the count, wherever
+it does it: after a reply, in a thread that outlives the call, before the next request.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from optarena.judge.client._worker import WorkerClient
+from optarena.sandbox import probe
+from optarena.tasks import BUILTIN_DIR, load_task
+
+# Each call returns at once and leaves a thread that burns 3 ms of CPU after the reply; the
+# next call waits for it (so all but the last finish inside the run, on any machine).
+AFTER_THE_REPLY = """
+import threading
+import time
+
+import numpy as np
+
+_left = []
+
+
+def _burn():
+    end = time.thread_time() + 0.003
+    while time.thread_time() < end:
+        pass
+
+
+def rmsnorm(x, weight, *, eps):
+    for t in _left:
+        t.join()
+    _left[:] = [threading.Thread(target=_burn)]
+    _left[0].start()
+    return np.zeros(x.shape, x.dtype)
+"""
+
+PLAIN = """
+import numpy as np
+
+
+def rmsnorm(x, weight, *, eps):
+    return np.zeros(x.shape, x.dtype)
+"""
+
+
+def _worker(tmp_path: Path, source: str) -> WorkerClient:
+    task = load_task(BUILTIN_DIR / "rmsnorm")
+    d = tmp_path / "cand"
+    d.mkdir()
+    (d / "solution.py").write_text(textwrap.dedent(source))
+    w = WorkerClient(d, task.spec.limits, tmp_path / "w.log", arena_bytes=(1 << 20, 1 << 20))
+    w.start()
+    w.request({"op": "hello"}, timeout=30)
+    loaded = w.request({"op": "load", "file": "solution.py", "function": "rmsnorm"}, timeout=30)
+    assert loaded["ok"], loaded
+    assert w.bind_request(0, *_calls(1)[0], timeout=30)["ok"]
+    return w
+
+
+def _calls(n: int) -> list[tuple[list[np.ndarray], dict[str, float]]]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 256), dtype=np.float32)
+    return [([x + i, np.ones(256, np.float32)], {"eps": 1e-5}) for i in range(n)]
+
+
+needs_cgroup = pytest.mark.skipif(
+    probe().cgroups.why_not.get("cpu") is not None, reason="no cgroup CPU accounting here"
+)
+
+
+@needs_cgroup
+def test_the_windows_tile_the_run(tmp_path: Path) -> None:
+    w = _worker(tmp_path, PLAIN)
+    try:
+        w.freeze()
+        before = w.sandbox.cpu_ns()
+        results = w.run_calls(0, _calls(8), lambda: 30.0, 1 << 20)
+        after = w.sandbox.cpu_ns()
+        assert before is not None and after is not None
+        assert all(r.reply["ok"] and r.cpu_ns is not None for r in results)
+        assert sum(int(r.cpu_ns or 0) for r in results) == after - before
+        assert all(r.output is not None and r.output.shape == (4, 256) for r in results)
+    finally:
+        w.close()
+
+
+@needs_cgroup
+def test_work_after_the_reply_is_charged_to_the_run(tmp_path: Path) -> None:
+    w = _worker(tmp_path, AFTER_THE_REPLY)
+    try:
+        results = w.run_calls(0, _calls(8), lambda: 30.0, 1 << 20)
+        total = sum(int(r.cpu_ns or 0) for r in results)
+        assert total >= 7 * 3_000_000 * 0.9, total
+    finally:
+        w.close()
+
+
+def test_a_changed_layout_is_bound_again_inside_the_run(tmp_path: Path) -> None:
+    """Calls whose arrays lie differently are bound again before they run (timed, like every
+    arm's); the outputs stay right and every call is answered."""
+    w = _worker(tmp_path, PLAIN)
+    try:
+        calls = _calls(4)
+        wide = np.zeros((8, 256), np.float32)
+        calls[2] = ([wide, calls[2][0][1]], calls[2][1])
+        results = w.run_calls(0, calls, lambda: 30.0, 1 << 20)
+        assert [r.output.shape for r in results if r.output is not None] == [
+            (4, 256), (4, 256), (8, 256), (4, 256)
+        ]  # fmt: skip
+    finally:
+        w.close()
+
+
+def test_an_output_is_read_from_the_worker_as_it_was_answered(tmp_path: Path) -> None:
+    """The judge reads the output's bytes from the worker's memory (a root judge can): no copy
+    in the worker that a loop of the candidate's could skip."""
+    w = _worker(tmp_path, PLAIN)
+    try:
+        assert w.reads_memory or os.geteuid() != 0
+        results = w.run_calls(0, _calls(3), lambda: 30.0, 1 << 20)
+        assert all(r.output is not None and not r.output.any() for r in results)
+        assert all(r.call_wall_ns is not None and 0 < r.call_wall_ns <= r.wall_ns for r in results)
+    finally:
+        w.close()
+
+
+# The first call leaves a child that dies of a fatal timer some 30 ms later, while the worker
+# is frozen between runs (a fatal signal gets through the freezer), tearing down 256 MiB of
+# populated memory as it goes: CPU of the worker's cgroup outside any run.
+DIES_WHILE_FROZEN = """
+import os, signal, mmap
+import numpy as np
+
+_left = []
+
+
+def rmsnorm(x, weight, *, eps):
+    if not _left:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            m = mmap.mmap(-1, 256 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x8000)
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.setitimer(signal.ITIMER_REAL, 0.1)
+            os.write(w, b"r")
+            while True:
+                signal.pause()
+        os.read(r, 1)  # populated, its fatal timer set: return, and be frozen before it fires
+        _left.append(pid)
+    return np.zeros(x.shape, x.dtype)
+"""
+
+
+@needs_cgroup
+def test_cpu_used_while_frozen_between_runs_is_charged_to_the_next_run(tmp_path: Path) -> None:
+    """Runs tile the cgroup's CPU end to end, not only within each run: work done while the
+    worker was frozen (an attack had helpers exit during the other arm's calls) is the
+    next run's, so the tiles add up to everything the cgroup used."""
+    w = _worker(tmp_path, DIES_WHILE_FROZEN)
+    try:
+        w.freeze()
+        start = w.sandbox.cpu_ns()
+        first = w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)
+        import time
+
+        time.sleep(0.5)  # frozen: the child dies now
+        second = w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)
+        end = w.sandbox.cpu_ns()
+        assert start is not None and end is not None
+        tiles = sum(int(r.cpu_ns or 0) for r in [*first, *second])
+        assert tiles == end - start
+        assert w.sandbox.members() - {w.sandbox.worker_pid} <= w.sandbox._helpers  # it died
+    finally:
+        w.close()

@@ -1,0 +1,154 @@
+"""The OS's check of an external benchmark's metric, on literal numbers: over whole runs, and
+over the difference between the scale's two sizes (with the candidate's tricks at each)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from optarena.judge.external._crosscheck import os_check
+from optarena.records import BenchmarkRound, OsCheck, ScaleRuns
+
+
+def _rounds(metric: float, cpu: list[float] | None, wall: list[float]) -> list[BenchmarkRound]:
+    """Rounds with a metric ratio `metric` and the candidate's OS times per round (the
+    baseline's are 1.0 s): varied, as measured times are, so an interval exists."""
+    return [
+        BenchmarkRound(
+            order="AB" if i % 2 == 0 else "BA", baseline=1.0, candidate=metric,
+            baseline_wall_s=1.0, candidate_wall_s=w, baseline_cpu_s=cpu and 1.0,
+            candidate_cpu_s=cpu and cpu[i], log_ratio=math.log(metric),
+        )
+        for i, w in enumerate(wall)
+    ]  # fmt: skip
+
+
+SAME = [1.02, 0.97, 1.05, 0.96, 1.01, 0.99]  # the OS's time did not move
+FASTER = [0.42, 0.47, 0.40, 0.45, 0.43, 0.44]  # it did, less than the metric (start-up)
+NOISY = [0.9, 1.6, 0.5, 1.4, 0.6, 1.3]  # a loaded machine's wall time
+
+
+def _check(rounds: list[BenchmarkRound], metric_is_wall: bool = False) -> OsCheck:
+    return os_check(rounds, [r.log_ratio for r in rounds], metric_is_wall, 0.05, seed=1)
+
+
+def test_a_benchmark_that_lies_about_itself_is_reported() -> None:
+    """Whole runs: a metric 100x faster while the OS's CPU time does not move is not
+    confirmed; CPU time is preferred to wall time, which a loaded machine disturbs; the OS's
+    effect only has to exclude no change, not match the metric's size."""
+    c = _check(_rounds(0.01, SAME, SAME))
+    assert c.outcome == "unresolved" and c.basis == "process" and c.clock == "cpu"
+    assert "CPU time of the whole runs does not confirm" in c.why and "metric ratio 0.010" in c.why
+    assert c.advice is not None and "scale = { low = 1, high = N }" in c.advice
+    assert _check(_rounds(0.01, FASTER, NOISY)).outcome == "confirmed"  # the wall noise is moot
+    c = _check(_rounds(0.01, None, NOISY))  # no CPU time: wall, and it does not confirm
+    assert c.outcome == "unresolved" and c.clock == "wall"
+    assert _check(_rounds(0.01, None, FASTER)).outcome == "confirmed"
+    assert _check(_rounds(0.01, SAME, SAME), metric_is_wall=True).outcome == "not_needed"
+    # the direction matters: a 'regression' the OS shows as a speed-up is contradicted
+    c = _check(_rounds(3.0, FASTER, FASTER))
+    assert c.outcome == "contradicted" and "metric ratio 3.000" in c.why and c.advice is None
+    assert _check(_rounds(1.01, SAME, SAME)).outcome == "not_needed"  # below min_effect
+
+
+def test_identical_os_times_give_no_interval_and_no_confirmation() -> None:
+    c = _check(_rounds(0.01, [1.0] * 6, [1.0] * 6))
+    assert c.outcome == "unresolved" and c.ratio_ci is None
+
+
+def _scaled(
+    metric: float, base: tuple[float, float], cand: tuple[float, float], rounds: int = 8
+) -> list[BenchmarkRound]:
+    """Rounds at two sizes: CPU seconds (low, high) of each arm, each run off by up to 20 ms
+    on its own (fixed-seed noise: a shared machine's, and a compiler's run to run)."""
+    rng = random.Random(7)
+    out = []
+    for i in range(rounds):
+        bl, bh, cl, ch = (t + rng.uniform(-0.02, 0.02) for t in (*base, *cand))
+        low = ScaleRuns(
+            baseline=1.0, candidate=metric, baseline_wall_s=bl, candidate_wall_s=cl,
+            baseline_cpu_s=bl, candidate_cpu_s=cl,
+        )  # fmt: skip
+        out.append(
+            BenchmarkRound(
+                order="AB" if i % 2 == 0 else "BA", baseline=1.0, candidate=metric,
+                baseline_wall_s=bh, candidate_wall_s=ch, baseline_cpu_s=bh, candidate_cpu_s=ch,
+                log_ratio=math.log(metric), low=low,
+            )
+        )  # fmt: skip
+    return out
+
+
+def _whole_runs_at_low_size(rounds: list[BenchmarkRound]) -> list[BenchmarkRound]:
+    """The same rounds as if no scale were declared: each arm's low-size run alone."""
+    out = []
+    for r in rounds:
+        assert r.low is not None
+        cpu = {"baseline_cpu_s": r.low.baseline_cpu_s, "candidate_cpu_s": r.low.candidate_cpu_s}
+        out.append(r.model_copy(update={**cpu, "low": None}))
+    return out
+
+
+def test_an_improvement_confined_to_the_scaled_part_is_confirmed_by_the_difference() -> None:
+    """The stencil's shape: 1.0 s of building and start-up, 0.01 s per call of the kernel at
+    the low size (1 call) and 0.48 s at the high size (48 calls); the candidate's kernel is 8x
+    faster. Whole runs at one size cannot see 1% of a run through the jitter; the difference
+    between sizes sees the kernel alone, and gives about the metric's ratio."""
+    base, cand = (1.010, 1.480), (1.001, 1.060)
+    c = _check(_scaled(0.125, base, cand))
+    assert c.outcome == "confirmed" and c.basis == "scaled_difference" and c.clock == "cpu"
+    assert c.ratio is not None and 0.1 < c.ratio < 0.15
+    assert c.ratio_ci is not None and c.ratio_ci[1] < 1
+    # whole runs at the low size (no scale): the same improvement is beyond the OS's resolution
+    alone = _check(_whole_runs_at_low_size(_scaled(0.125, base, cand)))
+    assert alone.outcome == "unresolved" and alone.basis == "process"
+
+
+def test_time_added_to_the_low_size_run_never_reads_faster() -> None:
+    """The candidate's code sees the size (its argv, how many calls it got) and burns CPU at
+    the low size only, so its own difference shrinks to nothing: a plain difference would read
+    100x faster. Its high-size run is no faster than the baseline's, and that is what counts:
+    its scaled part is measured from the baseline's low-size run."""
+    base = (1.010, 1.480)
+    cheat = (1.470, 1.480)  # no faster at the high size; 0.46 s burnt at the low size
+    c = _check(_scaled(0.01, base, cheat))  # and a forged metric
+    assert c.outcome != "confirmed", c.why
+    assert c.ratio is not None and c.ratio > 0.95
+
+
+def test_work_moved_into_start_up_is_counted_against_the_candidate() -> None:
+    """A kernel really 8x faster per call that does 0.6 s of work at start-up (which a plain
+    difference cancels): at the high size the whole run is slower, so it is not an
+    improvement of the benchmark, and the OS says the opposite of the metric."""
+    base = (1.010, 1.480)
+    startup = (1.601, 1.660)  # 8x faster per call, 0.6 s more at start-up
+    c = _check(_scaled(0.125, base, startup))
+    assert c.outcome == "contradicted", c.why
+    assert c.ratio is not None and c.ratio > 1
+
+
+def test_a_scaled_part_within_the_noise_is_unresolved_with_advice() -> None:
+    """A high size barely above the low one: the baseline's difference is no larger than the
+    runs' jitter in some rounds, so the OS cannot resolve anything; the advice says what the
+    spec could change, and the outcome is not a contradiction."""
+    c = _check(_scaled(0.125, (1.010, 1.015), (1.001, 1.002)))
+    assert c.outcome == "unresolved" and c.ratio is None
+    assert "within the OS's noise" in c.why
+    assert c.advice is not None and "scale.high" in c.advice
+
+
+def test_no_change_over_the_scaled_part_is_unresolved_not_a_verdict() -> None:
+    """A metric claiming 8x while the scaled part's OS time did not move: the OS cannot say
+    the effect is there; it may be a forged metric or an effect below the runs' noise."""
+    c = _check(_scaled(0.125, (1.010, 1.480), (1.010, 1.480)))
+    assert c.outcome == "unresolved" and c.ratio_ci is not None
+    assert c.ratio_ci[0] < 1 < c.ratio_ci[1] and "includes no change" in c.why
+    assert c.advice is not None and c.advice.startswith("if the effect is real")
+
+
+def test_a_faster_candidate_is_confirmed_even_if_its_scaled_part_took_no_time() -> None:
+    """Its high-size run took less than the baseline's low-size run: a real speed-up, floored
+    rather than a log of zero."""
+    c = _check(_scaled(0.01, (1.010, 1.480), (0.900, 0.860)))
+    assert c.outcome == "confirmed" and c.ratio is not None and c.ratio <= 0.01
+    assert c.ratio_ci is None  # every round at the floor: no interval, the sign of each round

@@ -1,0 +1,65 @@
+"""What the judge reads back from an external task's commands: output and JUnit reports, both
+written by processes running the candidate's code, so neither may hang or exhaust the judge."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from optarena.judge.external._run import _read_tail, read_junit
+
+REPORT = (
+    '<testsuite tests="3"><testcase classname="t.A" name="ok"/>'
+    '<testcase classname="t.A" name="bad"><failure/></testcase>'
+    '<testcase name="err"><error/></testcase></testsuite>'
+)
+
+
+def test_only_the_end_of_a_flood_of_output_is_read(tmp_path: Path) -> None:
+    """The candidate's code decides how much a command prints; the judge reads the last bytes
+    (where a benchmark prints its JSON), and says how much it left out."""
+    log = tmp_path / "out.log"
+    log.write_bytes(b"x" * 10_000 + b'\n{"seconds": 0.5}\n')
+    text = _read_tail(log, 100)
+    assert text.startswith("[the first 9918 bytes of output were not kept]\n")
+    assert text.endswith('{"seconds": 0.5}\n') and len(text) < 200
+    assert _read_tail(log, 1 << 20) == log.read_text()
+
+
+def test_a_report_lists_its_tests_and_the_failing_ones(tmp_path: Path) -> None:
+    (tmp_path / "report.xml").write_text(REPORT)
+    r = read_junit(tmp_path, "report.xml")
+    assert r is not None and r.tests == 3 and r.failing == ["t.A.bad", "err"]
+
+
+def test_a_report_that_is_not_a_plain_file_in_the_tree_is_not_read(tmp_path: Path) -> None:
+    """Read as root, a symlink to /dev/zero or a FIFO would hang the judge; a symlink out of
+    the tree would read what the candidate chose."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    outside = tmp_path / "outside.xml"
+    outside.write_text(REPORT)
+    os.symlink("/dev/zero", tree / "zero.xml")
+    os.symlink(outside, tree / "out.xml")
+    os.mkfifo(tree / "fifo.xml")
+    (tree / "sub").symlink_to(tmp_path)  # a parent directory that leads out of the tree
+    (tree / "garbage.xml").write_text("<testsuite><testcase")
+    for name in ("zero.xml", "out.xml", "fifo.xml", "sub/outside.xml", "garbage.xml", "none"):
+        assert read_junit(tree, name) is None, name
+
+
+def test_json_nested_too_deep_to_parse_is_no_metric_not_a_crash() -> None:
+    """The candidate's code prints into the benchmark's output: a last line of JSON nested
+    200,000 deep made the parser raise RecursionError out of the judge."""
+    from optarena.judge.external._run import CommandRun, read_metric
+    from optarena.tasks.external import Metric
+
+    deep = '{"a":' * 200_000 + "1" + "}" * 200_000
+    run = CommandRun("python3 benchmark.py", 0, '{"seconds": 0.5}\n' + deep + "\n", 1.0, 1.0)
+    value, why = read_metric(Metric.model_validate({"json": "seconds"}), run)
+    assert value == 0.5 and why == ""  # the last line that parses
+    only = CommandRun("python3 benchmark.py", 0, deep, 1.0, 1.0)
+    assert read_metric(Metric.model_validate({"json": "seconds"}), only) == (
+        None,
+        "the benchmark printed no JSON object",
+    )

@@ -1,0 +1,160 @@
+"""The measurement statistics, on literal numbers (pyperf's way): no timing in here."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from optarena.judge.speed._stats import (
+    OUTLIERS,
+    TOO_FEW,
+    ZERO_VARIANCE,
+    Estimate,
+    bootstrap_ci,
+    decide,
+    decided,
+    estimate,
+    expanded_tail,
+    hodges_lehmann,
+    log_threshold,
+    mad,
+    mean_rows,
+    median,
+    outlier_count,
+    round_log_ratio,
+    student_t_cdf,
+    student_t_quantile,
+)
+
+L = math.log
+
+
+def test_median_mad_hodges_lehmann() -> None:
+    assert median([3, 1, 2]) == 2
+    assert median([4, 1, 3, 2]) == 2.5
+    assert mad([1, 2, 3, 4, 100]) == 1
+    # Walsh averages of [1, 2, 3, 10]: 1 1.5 2 2 2.5 3 5.5 6 6.5 10 -> median 2.75
+    assert hodges_lehmann([1, 2, 3, 10]) == 2.75
+    assert hodges_lehmann([5]) == 5
+    with pytest.raises(ValueError):
+        median([])
+    with pytest.raises(ValueError):
+        hodges_lehmann([])
+
+
+def test_round_log_ratio_is_over_every_call() -> None:
+    assert round_log_ratio([100, 100, 900, 900], [110, 110, 990, 990]) == pytest.approx(L(1.1))
+    assert round_log_ratio([200, 200], [100, 100]) == pytest.approx(-L(2))
+    with pytest.raises(ValueError):
+        round_log_ratio([100], [0])
+    with pytest.raises(ValueError):
+        round_log_ratio([], [1])
+
+
+def test_work_moved_into_one_call_is_not_dropped() -> None:
+    """Negative control for an estimator that drops slow calls: all of b's work in one call
+    of four (b does 2x a's work in total) must show as 2x, not as a speed-up."""
+    a = [100.0, 100.0, 100.0, 100.0]
+    b = [10.0, 10.0, 10.0, 770.0]
+    assert round_log_ratio(a, b) == pytest.approx(L(2.0))
+
+
+def test_outliers_by_modified_z_score() -> None:
+    assert outlier_count([1.0, 1.1, 0.9, 1.0, 5.0]) == 1
+    # zero MAD: the mean absolute deviation stands in (0.2 * 1.2533 -> z = 4)
+    assert outlier_count([1, 1, 1, 1, 2]) == 1
+    assert outlier_count([1, 1, 1]) == 0
+    assert outlier_count([1, 5]) == 0  # too few to call anything an outlier
+
+
+@pytest.mark.parametrize(
+    ("df", "q975"),
+    [(1, 12.7062), (2, 4.3027), (4, 2.7764), (5, 2.5706), (10, 2.2281), (30, 2.0423)],
+)
+def test_student_t_quantiles_match_tables(df: int, q975: float) -> None:
+    assert student_t_quantile(0.975, df) == pytest.approx(q975, abs=1e-4)
+    assert student_t_quantile(0.025, df) == pytest.approx(-q975, abs=1e-4)
+    assert student_t_cdf(q975, df) == pytest.approx(0.975, abs=1e-5)
+
+
+def test_t_cdf_basics() -> None:
+    assert student_t_cdf(0.0, 7) == 0.5
+    assert student_t_cdf(1.0, 1) == pytest.approx(0.75)  # Cauchy
+    with pytest.raises(ValueError):
+        student_t_cdf(1.0, 0)
+    with pytest.raises(ValueError):
+        student_t_quantile(1.0, 3)
+
+
+def test_expanded_tail_widens_small_samples() -> None:
+    # alpha'/2 = Phi(-sqrt(n/(n-1)) * t_{0.975,n-1})
+    assert expanded_tail(6, 0.95) == pytest.approx(0.002432, abs=2e-6)
+    assert expanded_tail(20, 0.95) == pytest.approx(0.015881, abs=2e-6)
+    assert expanded_tail(10_000, 0.95) == pytest.approx(0.025, abs=2e-4)
+    with pytest.raises(ValueError):
+        expanded_tail(1, 0.95)
+
+
+def test_bootstrap_is_seeded_and_brackets_the_estimate() -> None:
+    xs = [0.01, 0.02, -0.01, 0.03, 0.0, 0.015, 0.02, -0.005]
+    lo, hi = bootstrap_ci(xs, 0.95, seed=7, resamples=2000)
+    assert (lo, hi) == bootstrap_ci(xs, 0.95, seed=7, resamples=2000)
+    assert lo < hodges_lehmann(xs) < hi
+    assert min(xs) <= lo and hi <= max(xs)
+    wider = bootstrap_ci(xs, 0.99, seed=7, resamples=2000)
+    assert wider[0] <= lo and hi <= wider[1]
+
+
+def test_estimate_handles_too_few_zero_variance_and_outliers() -> None:
+    few = estimate([0.1, 0.2], 0.95, seed=1, min_n=4)
+    assert few.lo is None and few.estimate == pytest.approx(0.15) and TOO_FEW in few.notes
+    flat = estimate([0.05] * 6, 0.95, seed=1, min_n=4)
+    assert flat.lo is None and flat.estimate == 0.05 and ZERO_VARIANCE in flat.notes
+    empty = estimate([], 0.95, seed=1, min_n=4)
+    assert empty.n == 0 and empty.estimate is None
+    spiky = estimate([0.0, 0.01, -0.01, 0.005, -0.005, 0.5], 0.95, seed=1, min_n=4)
+    assert spiky.outliers == 1 and OUTLIERS in spiky.notes
+    assert spiky.lo is not None and spiky.hi is not None
+    assert abs(spiky.estimate or 1) < 0.05  # the robust estimate ignores the spike
+
+
+def _e(est: float, lo: float, hi: float, n: int = 10) -> Estimate:
+    return Estimate(n=n, estimate=est, lo=lo, hi=hi, mad=0.01, outliers=0)
+
+
+def test_four_way_verdicts() -> None:
+    assert decide(_e(L(1.10), L(1.06), L(1.14)), 0.03)[0] == "regressed"
+    assert decide(_e(L(0.90), L(0.86), L(0.94)), 0.03)[0] == "improved"
+    assert decide(_e(0.0, -0.01, 0.01), 0.03)[0] == "no_difference"
+    # significant but smaller than min_effect, and not inside +-min_effect: undecided
+    assert decide(_e(0.02, 0.005, 0.04), 0.03)[0] == "inconclusive"
+    # an estimate beyond min_effect whose interval includes 0
+    assert decide(_e(0.05, -0.01, 0.11), 0.03)[0] == "inconclusive"
+    verdict, why = decide(Estimate(3, 0.2, None, None, 0.0, 0, (TOO_FEW,)), 0.03)
+    assert verdict == "inconclusive" and "too few" in why
+    verdict, why = decide(Estimate(8, 0.0, None, None, 0.0, 0, (ZERO_VARIANCE,)), 0.03)
+    assert verdict == "inconclusive" and "zero variance" in why
+
+
+def test_a_verdict_inside_the_aa_noise_floor_is_never_improved_or_regressed() -> None:
+    e = _e(L(1.05), L(1.04), L(1.06))
+    assert decide(e, 0.03)[0] == "regressed"
+    verdict, why = decide(e, 0.03, noise_floor=0.06)
+    assert verdict == "inconclusive" and "noise floor" in why
+    assert decide(e, 0.03, noise_floor=0.01)[0] == "regressed"
+
+
+def test_stop_rule() -> None:
+    m = 0.03
+    assert decided(_e(0.2, 0.1, 0.3), m, precision=0.015)  # wholly outside
+    assert decided(_e(0.0, -0.02, 0.02), m, precision=0.015)  # wholly inside
+    assert not decided(_e(0.03, -0.05, 0.11), m, precision=0.015)  # wide, straddling
+    assert decided(_e(0.03, 0.02, 0.04), m, precision=0.015)  # narrow enough
+    assert not decided(Estimate(3, 0.1, None, None, 0.0, 0, (TOO_FEW,)), m, 0.015)
+
+
+def test_helpers() -> None:
+    assert mean_rows([[0.1, 0.3], [0.0, 0.0]]) == pytest.approx([0.2, 0.0])
+    assert log_threshold(0.03) == pytest.approx(L(1.03))
+    assert _e(0.0, -0.02, 0.04).half_width == pytest.approx(0.03)
