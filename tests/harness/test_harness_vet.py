@@ -25,8 +25,8 @@ from optarena.harness import (
 )
 from optarena.harness._vet import front_matter
 from optarena.ledger import Ledger
-from optarena.runs import agent_sandbox_spec
 from optarena.sandbox import AgentSandboxPolicy
+from optarena.trials import agent_sandbox_spec
 
 SERVER = '''
 from mcp.server.mcpserver import MCPServer

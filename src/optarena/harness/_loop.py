@@ -53,9 +53,9 @@ from optarena.harness._score import better, count_calls, score_of, stop_reason
 from optarena.harness._session import follow_up
 from optarena.ledger import Ledger, TrialRecord, utc_now
 from optarena.records import evolve
-from optarena.runs import TrialConfig, agent_sandbox_spec, run_trial, trial_task, write_starter
 from optarena.sandbox import copy_entry
 from optarena.tasks import Task
+from optarena.trials import TrialConfig, agent_sandbox_spec, run_trial, trial_task, write_starter
 
 HarnessProgress = Callable[[str], None]
 

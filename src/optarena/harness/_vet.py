@@ -184,7 +184,7 @@ def vet(
 ) -> Vetting:
     """Vet one artifact in a clean replay workspace (a copy of `workspace_files`, with the
     artifact's own directory beside it at .harness/...); its commands contained as `spec`
-    says (`runs.agent_sandbox_spec`)."""
+    says (`trials.agent_sandbox_spec`)."""
     if not path.exists():
         return Vetting(False, f"{path} does not exist")
     with tempfile.TemporaryDirectory(prefix="optarena-replay-") as tmp:
