@@ -19,8 +19,8 @@ from optarena.errors import (
 )
 from optarena.judge import JudgeOptions, judge
 from optarena.ledger import Ledger
-from optarena.runs import TrialConfig, run_trial
 from optarena.tasks import Task, load_task
+from optarena.trials import TrialConfig, run_trial
 
 
 def test_each_cause_is_its_own_type() -> None:

@@ -110,7 +110,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("identity",),  # content hashes, the runtime fingerprint (walks trees with sandbox's helpers)
     ("tasks", "ledger", "proxy"),  # task packages; the ledger; the metering proxy
     ("judge", "agents"),  # verdicts on delivered files; agent runners (metered through proxy)
-    ("runs", "qualify"),  # the trial lifecycle; a task's qualification (its controls judged)
+    ("trials", "qualify"),  # the trial lifecycle; a task's qualification (its controls judged)
     ("experiments", "harness", "mcp"),  # many trials compared; the harness loop; task tools
     ("report", "fakemodel"),  # reports of a comparison; the scripted model server (test double)
     ("cli",),  # the command line
@@ -171,15 +171,15 @@ def test_every_allowed_upward_import_is_still_there() -> None:
 
 
 def test_the_layer_check_finds_an_upward_import() -> None:
-    layer = {"records": 0, "ledger": 1, "tasks": 1, "runs": 2}
+    layer = {"records": 0, "ledger": 1, "tasks": 1, "trials": 2}
     edges = [
-        ("runs", "ledger", "runs/_trial.py:3"),  # down: fine
+        ("trials", "ledger", "trials/_trial.py:3"),  # down: fine
         ("ledger", "tasks", "ledger/_x.py:5"),  # sideways in a layer: fine
-        ("records", "runs", "records/_trial.py:9"),  # up
+        ("records", "trials", "records/_trial.py:9"),  # up
         ("ledger", "newpkg", "ledger/_y.py:2"),  # not placed: counts as the top
     ]
     assert _upward(edges, layer) == [
-        "records/_trial.py:9: records (layer 0) imports runs (layer 2)",
+        "records/_trial.py:9: records (layer 0) imports trials (layer 2)",
         "ledger/_y.py:2: ledger (layer 1) imports newpkg (layer 3)",
     ]
     # and on the real table: a records module importing the ledger would be refused

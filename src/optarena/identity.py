@@ -122,7 +122,7 @@ _CODE_SUFFIXES = {".py", ".pth", ".so", ".pyd"}  # a new file of these kinds can
 # (`TaskInfo.sha256`), checked before judging.
 JUDGING_CODE = (
     "__init__.py", "errors.py", "identity.py", "judge/", "records/", "sandbox/", "tasks/",
-    "runs/_judging.py",
+    "trials/_judging.py",
 )  # fmt: skip
 BUILTIN_TASKS = "tasks/builtin/"
 

@@ -11,7 +11,7 @@ from optarena.records import (
     Comparison,
     Instructions,
     Metrics,
-    Protocol,
+    SpeedProtocol,
     Stop,
     Summary,
 )
@@ -28,7 +28,7 @@ def _summary(verdict: Any, ratio: float | None, ci: list[float] | None) -> Summa
 def _comparison(
     verdict: Any, ratio: float | None, ci: list[float] | None, pairs: int, reason: Any
 ) -> Metrics:
-    protocol = Protocol(
+    protocol = SpeedProtocol(
         min_effect=0.02, budget_s=30.0, warmup_calls=2, calls_per_slot=8, rounds_per_pair=2,
         min_pairs=6, max_pairs=40, confidence=0.95, precision=0.01, resamples=1000,
         bootstrap_seed=1, stream=0, cpus=[None],

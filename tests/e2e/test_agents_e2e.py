@@ -16,8 +16,8 @@ from optarena.fakemodel import FakeModelServer, make_script
 from optarena.fakemodel._script import HANG_MARKER
 from optarena.ledger import Ledger, TrialRecord
 from optarena.proxy import CallRecord
-from optarena.runs import TrialConfig, run_trial
 from optarena.tasks import resolve_task
+from optarena.trials import TrialConfig, run_trial
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,7 @@ baseline files, is offered only `bench`'s tool, calls it (the relay's telemetry 
 shows the call), writes the optimized file and is accepted; it is restored as the best.
 
 Codex, two iterations, task state continue: the build (in the resumed session) writes a skill
-and an MCP server, which qualify; the second, fresh session starts from the first delivery,
+and an MCP server, which pass vetting; the second, fresh session starts from the first delivery,
 sees the skill, finds the server's tool through Codex's tool search and calls it (approved by
 name: `codex exec` refuses an MCP call that needs approval), and the relay records the call.
 """

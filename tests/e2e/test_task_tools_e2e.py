@@ -19,8 +19,8 @@ from optarena.fakemodel._tools_script import TaskToolsScript
 from optarena.ledger import Ledger, TrialRecord
 from optarena.mcp import TaskToolsHook, ToolCallRecord
 from optarena.records import calls_of
-from optarena.runs import TrialConfig, run_trial
 from optarena.tasks import resolve_task
+from optarena.trials import TrialConfig, run_trial
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,7 @@ import pytest
 from optarena.experiments._compare import compare_treatment, summarize_condition
 from optarena.experiments._stats import (
     MIN_PAIRS,
-    decide,
+    decide_treatment,
     effective_speedup,
     expected_best_of_k,
     paired_difference,
@@ -41,7 +41,7 @@ def test_three_pairs_of_small_gains_are_undecided_not_better() -> None:
     assert e.estimate == pytest.approx(0.2) and (e.lo, e.hi) == pytest.approx(
         (-0.0484, 0.4484), abs=1e-4
     )
-    verdict, why = decide(e, math.log(1.05))
+    verdict, why = decide_treatment(e, math.log(1.05))
     assert verdict == "undecided" and "more repetitions" in why
 
 
@@ -50,20 +50,20 @@ def test_decisions_on_literal_pairs() -> None:
     e = paired_difference(pairs)
     assert e.estimate == pytest.approx(0.1975)
     assert (e.lo, e.hi) == pytest.approx((0.1703, 0.2247), abs=1e-4)  # t(0.975, 3) = 3.182
-    assert decide(e, math.log(1.05))[0] == "better"
+    assert decide_treatment(e, math.log(1.05))[0] == "better"
     worse = paired_difference([(0.2, 0.0), (0.3, 0.05), (0.25, 0.0), (0.2, 0.01)])
-    assert decide(worse, 0.05)[0] == "worse"
+    assert decide_treatment(worse, 0.05)[0] == "worse"
     same = paired_difference([(0.0, 0.01), (0.0, -0.01), (0.0, 0.005), (0.0, 0.0)])
-    assert decide(same, 0.05)[0] == "no_difference"
+    assert decide_treatment(same, 0.05)[0] == "no_difference"
 
 
 def test_too_few_pairs_or_no_spread_give_no_verdict_and_say_why() -> None:
     two = paired_difference([(0.0, 0.5), (0.0, 0.6)])
     assert MIN_PAIRS == 3 and two.lo is None
-    v, why = decide(two, 0.05)
+    v, why = decide_treatment(two, 0.05)
     assert v == "undecided" and why == "too few pairs to decide (2; at least 3 needed)"
     flat = paired_difference([(0.0, 0.0)] * 5)
-    v, why = decide(flat, 0.05)
+    v, why = decide_treatment(flat, 0.05)
     assert v == "undecided" and "no spread" in why
 
 

@@ -1,4 +1,4 @@
-"""`optarena harness qualify|show|export` from the command line, bad input included."""
+"""`optarena harness vet|show|export` from the command line, bad input included."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from optarena.cli import main
 
 
-def test_qualify_show_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_vet_show_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     area = tmp_path / ".harness"
     (area / "skills" / "one-pass").mkdir(parents=True)
     (area / "skills" / "one-pass" / "SKILL.md").write_text(
@@ -19,7 +19,7 @@ def test_qualify_show_export(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     (area / "docs").mkdir()
     (area / "docs" / "empty.md").write_text("")
     run = tmp_path / "run"
-    assert main(["harness", "qualify", str(area), "--run", str(run), "--iteration", "1"]) == 0
+    assert main(["harness", "vet", str(area), "--run", str(run), "--iteration", "1"]) == 0
     out = capsys.readouterr().out
     assert "qualified   skill one-pass" in out and "quarantined doc empty.md" in out
     assert main(["harness", "show", str(run)]) == 0
@@ -33,4 +33,6 @@ def test_bad_input_is_exit_2(tmp_path: Path) -> None:
     assert main(["harness", "show", str(tmp_path)]) == 2  # no registry
     (tmp_path / "registry.json").write_text(json.dumps({"schema_version": 7}))
     assert main(["harness", "show", str(tmp_path)]) == 2
+    assert main(["harness", "vet", str(tmp_path / "nope"), "--run", str(tmp_path)]) == 2
+    # its name before `vet` still works
     assert main(["harness", "qualify", str(tmp_path / "nope"), "--run", str(tmp_path)]) == 2

@@ -1,5 +1,5 @@
 """A follow-up turn is contained exactly as the trial it resumes: the same spec, from the one
-builder (`runs.agent_sandbox_spec`), with the trial's process limit and the task's hidden paths
+builder (`trials.agent_sandbox_spec`), with the trial's process limit and the task's hidden paths
 (a turn built its own spec and ran with the default limit and the package visible)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from optarena.agents.command import CommandRunner
 from optarena.harness._session import follow_up
 from optarena.ledger import Ledger
 from optarena.records import AgentOutcome
-from optarena.runs import TrialConfig, run_trial
 from optarena.tasks import resolve_task
+from optarena.trials import TrialConfig, run_trial
 
 
 class Recording(CommandRunner):

@@ -1,4 +1,4 @@
-"""`optarena harness run|show|qualify|export`: the harness-improvement loop and its registry."""
+"""`optarena harness run|show|vet|export`: the harness-improvement loop and its registry."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from optarena.harness import HarnessRun, Registry
 from optarena.report import speed_words
 
 harness_app = typer.Typer(
-    help="Run the harness-improvement loop; qualify, list and export its artifacts.",
+    help="Run the harness-improvement loop; vet, list and export its artifacts.",
     no_args_is_help=True,
 )
 app.add_typer(harness_app, name="harness")
@@ -97,7 +97,7 @@ def run_cmd(
         str, typer.Option("--build-timeout", help="wall time of a build or repair turn")
     ] = "20m",
     repair_attempts: Annotated[
-        int, typer.Option("--repair-attempts", help="repair turns after a failed qualification")
+        int, typer.Option("--repair-attempts", help="repair turns after a failed vetting")
     ] = 1,
     stop_when: Annotated[
         str | None, typer.Option("--stop-when", help="'improved' or a speed-up such as 1.2")
@@ -126,7 +126,7 @@ def run_cmd(
     ] = None,
     ledger_dir: LedgerOpt = None,
 ) -> None:
-    """Attempt, judge, reflect and build in the same session, qualify, quarantine, activate
+    """Attempt, judge, reflect and build in the same session, vet, quarantine, activate
     for the next fresh session; N iterations. Exit 0 when a candidate was accepted, 1 when
     none was, 2 bad input, 130 interrupted. `--demo` runs it offline."""
     from optarena.agents import AgentLimits, runner_class
@@ -244,14 +244,15 @@ def show_run(run: HarnessRun, where: Path) -> None:
     console.print(f" run directory {where}")
 
 
-@harness_app.command("qualify")
-def qualify_cmd(
+@harness_app.command("vet")
+@harness_app.command("qualify", hidden=True)  # its name before `vet`
+def vet_cmd(
     area: Annotated[Path, typer.Argument(help="an artifact area (.harness/: skills/, mcp/, ...)")],
     run: Annotated[Path, typer.Option(help="the run directory to record into")],
     iteration: Annotated[int, typer.Option(min=0, help="the iteration that built them")] = 0,
     workspace: Annotated[Path | None, typer.Option(help="files of the replay workspace")] = None,
 ) -> None:
-    """Qualify every new or changed artifact in AREA (each declared command contained) and
+    """Vet every new or changed artifact in AREA (each declared command contained) and
     record it; what fails is quarantined by content hash and never activated."""
     from optarena.harness import save_registry, scan_area
 

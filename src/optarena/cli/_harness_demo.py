@@ -2,7 +2,7 @@
 
 The real Claude Code (or Codex) CLI talks to optarena's scripted model server instead of a
 model API: the first attempt writes a wrong rmsnorm and a result file claiming success (the
-judge rejects it), reflection and build write a skill, it qualifies and is activated, and the
+judge rejects it), reflection and build write a skill, it passes vetting and is activated, and the
 second, fresh attempt writes the optimized file and is accepted. No network, no key, nothing
 spent (the scripted usage is metered and priced as if it were real); only the pinned CLI must
 be installed (the message names the command when it is not).

@@ -24,9 +24,9 @@ from optarena.cli._trial_views import (
 from optarena.errors import OptarenaError
 from optarena.ledger import Ledger, TrialRecord, TrialState, TrialVerdict
 from optarena.records import calls_of, load_tool_call
-from optarena.runs import TrialConfig, TrialInterrupted, WorkspaceLimits, rejudge, run_trial
 from optarena.tasks import Task, resolve_task
 from optarena.tasks.external import FrozenExternal
+from optarena.trials import TrialConfig, TrialInterrupted, WorkspaceLimits, rejudge, run_trial
 
 if TYPE_CHECKING:
     from optarena.mcp import TaskToolsHook  # imported when used: the MCP SDK is slow to load

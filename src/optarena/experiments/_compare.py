@@ -16,7 +16,7 @@ from optarena.experiments._schedule import ScheduledTrial
 from optarena.experiments._state import ExperimentState
 from optarena.experiments._stats import (
     CONFIDENCE,
-    decide,
+    decide_treatment,
     effective_speedup,
     expected_best_of_k,
     paired_difference,
@@ -204,7 +204,7 @@ def compare_treatment(
     ]
     speed = paired_difference(log_pairs)
     correct = paired_difference(acc_pairs)
-    verdict, why = decide(speed, math.log1p(min_effect))
+    verdict, why = decide_treatment(speed, math.log1p(min_effect))
     if not measured:
         verdict, why = "not_measured", NOT_MEASURED
     waiting = [k for k in pending if k.split("/")[-2] in (treatment, baseline)]

@@ -35,8 +35,8 @@ from optarena.experiments._state import (
 )
 from optarena.judge import JudgeOptions, JudgeResult, judge
 from optarena.ledger import Ledger, TrialRecord
-from optarena.runs import TrialConfig, TrialHook, run_trial
 from optarena.tasks import Task
+from optarena.trials import TrialConfig, TrialHook, run_trial
 
 if TYPE_CHECKING:
     from optarena.experiments._ray import RayOptions

@@ -19,7 +19,7 @@ from optarena.experiments._identity import cell_sha256, condition_identity
 from optarena.experiments._plan import LoadedPlan
 from optarena.identity import judge_sha256, runtime_fingerprint
 from optarena.records import RecordMigration, migrate_values
-from optarena.runs import trial_task
+from optarena.trials import trial_task
 
 LOCK_SCHEMA_VERSION = 2  # 2: the plan, each condition's files and agent version, cells
 

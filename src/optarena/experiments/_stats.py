@@ -45,7 +45,9 @@ def paired_difference(
     return stats.mean_estimate([t - b for b, t in pairs], CONFIDENCE, min_pairs)
 
 
-def decide(e: stats.Estimate, margin: float, min_pairs: int = MIN_PAIRS) -> tuple[str, str]:
+def decide_treatment(
+    e: stats.Estimate, margin: float, min_pairs: int = MIN_PAIRS
+) -> tuple[str, str]:
     """(verdict, why) for a difference with an interval against a practical margin:
     `better` / `worse` when the interval excludes 0 and the estimate is beyond the margin,
     `no_difference` when the interval lies within +-margin, else `undecided`, saying why."""

@@ -1,5 +1,5 @@
 """The harness-improvement loop (`run_harness`) and its parts: a versioned registry of built
-artifacts, their qualification in a clean replay workspace (every declared command contained),
+artifacts, their vetting in a clean replay workspace (every declared command contained),
 quarantine by content hash, activation for the next fresh session (skills as files, MCP
 servers behind recording relays), and export of the qualified ones as an experiment
 condition's artifacts."""
@@ -8,7 +8,6 @@ from optarena.harness._activate import export_artifacts
 from optarena.harness._hook import TELEMETRY_LOG, HarnessHook
 from optarena.harness._loop import HarnessConfig, check_config, run_harness
 from optarena.harness._prompts import BUILD_MARKER, REFLECT_MARKER, REPAIR_MARKER
-from optarena.harness._qualify import Qualification, qualify
 from optarena.harness._record import HarnessRun, IterationRecord, PhaseRecord, load_run, save_run
 from optarena.harness._registry import (
     ArtifactEntry,
@@ -19,6 +18,7 @@ from optarena.harness._registry import (
 )
 from optarena.harness._relay import RelayedCall, ServerHost, read_telemetry
 from optarena.harness._scan import area_status, scan_area
+from optarena.harness._vet import Vetting, vet
 
 __all__ = [
     "BUILD_MARKER",
@@ -31,20 +31,20 @@ __all__ = [
     "HarnessRun",
     "IterationRecord",
     "PhaseRecord",
-    "Qualification",
     "Registry",
     "RelayedCall",
     "ServerHost",
+    "Vetting",
     "area_status",
     "check_config",
     "content_sha256",
     "export_artifacts",
     "load_registry",
     "load_run",
-    "qualify",
     "read_telemetry",
     "run_harness",
     "save_registry",
     "save_run",
     "scan_area",
+    "vet",
 ]

@@ -3,10 +3,10 @@
     python -m optarena.harness._contained --writable DIR [--writable DIR2 ...]
         [--readable PATH ...] [--hide PATH ...] [--max-processes N] -- ARGV...
 
-Artifacts are code an agent wrote: qualifying them must not run that code as optarena's
-user. The MCP SDK's client (qualifying a server), a tool's test and a server activated for a
+Artifacts are code an agent wrote: vetting them must not run that code as optarena's
+user. The MCP SDK's client (vetting a server), a tool's test and a server activated for a
 later attempt all start this wrapper (`_wrap.wrap` builds its command line), which starts ARGV under
-the same containment as the agent: the spec from `runs.agent_sandbox_spec` (the ledger, other
+the same containment as the agent: the spec from `trials.agent_sandbox_spec` (the ledger, other
 trials and what the task keeps from the agent hidden; its process limit), its own uid, no
 network, only DIR writable, PATH readable (a server may read the agent's workspace), and
 everything else absent where the machine allows a private root. It ends with ARGV's status.

@@ -24,7 +24,7 @@ from optarena.agents import AgentOutcome, RunContext, SandboxSpec
 from optarena.agents.codex import codex_mcp_server
 from optarena.errors import OptarenaError
 from optarena.harness._relay import ServerHost
-from optarena.runs import TrialHook, keep_log
+from optarena.trials import TrialHook, keep_log
 
 TELEMETRY_LOG = "harness_tool_calls.jsonl"
 CODEX_TOOL_TIMEOUT_S = 120.0  # a built tool's call; the attempt's own timeout still applies
@@ -47,7 +47,7 @@ class HarnessHook(TrialHook):
     ) -> None:
         self.servers = servers
         self.carry = carry  # the previous delivery's editable files (task state continue)
-        self.spec = spec  # how the servers are contained (`runs.agent_sandbox_spec`)
+        self.spec = spec  # how the servers are contained (`trials.agent_sandbox_spec`)
         self.hosts: list[ServerHost] = []
 
     def start(self) -> HarnessHook:

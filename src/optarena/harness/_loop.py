@@ -1,4 +1,4 @@
-"""The harness-improvement loop: attempt, judge, reflect, build, qualify, repair, quarantine,
+"""The harness-improvement loop: attempt, judge, reflect, build, vet, repair, quarantine,
 register, activate; N times.
 
 - attempt: a fresh agent session on the task, an ordinary contained trial in the ledger, with
@@ -6,14 +6,14 @@ register, activate; N times.
 - score: the trial's own judgement of the delivered files (the agent's claims, a result file
   it wrote included, are never read);
 - reflect, build, repair: follow-up turns in the attempt's session (`_session.follow_up`);
-- qualify: every new or changed artifact in the workspace's `.harness/` in a clean replay
+- vet: every new or changed artifact in the workspace's `.harness/` in a clean replay
   workspace (the task's starter files, nothing the agent left); what still fails after the
   repairs is quarantined by content hash and never activated;
 - task state: `continue` carries the delivered files into the next attempt; `reset` starts
   each attempt from the baseline (artifacts are kept either way).
 
 The run directory (`<ledger>/harness/<id>/` by default, out of every agent's reach) holds
-`run.json`, `registry.json`, `snapshots/` (each artifact version as qualified), `it<N>/`
+`run.json`, `registry.json`, `snapshots/` (each artifact version as vetted), `it<N>/`
 (activation directories and phase logs) and `best/` (the best judged candidate, restored).
 Both files are rewritten after every phase: an interrupted run keeps what it did.
 """
@@ -53,9 +53,9 @@ from optarena.harness._score import better, count_calls, score_of, stop_reason
 from optarena.harness._session import follow_up
 from optarena.ledger import Ledger, TrialRecord, utc_now
 from optarena.records import evolve
-from optarena.runs import TrialConfig, agent_sandbox_spec, run_trial, trial_task, write_starter
 from optarena.sandbox import copy_entry
 from optarena.tasks import Task
+from optarena.trials import TrialConfig, agent_sandbox_spec, run_trial, trial_task, write_starter
 
 HarnessProgress = Callable[[str], None]
 
@@ -265,16 +265,16 @@ class _Loop:
     def _improve(self, it: IterationRecord, record: TrialRecord) -> None:
         self._turn(it, record, "reflect", reflect_prompt(judge_summary(record)))
         self._turn(it, record, "build", build_prompt())
-        failing = self._qualify(it, record)
+        failing = self._vet(it, record)
         for n in range(1, self.config.repair_attempts + 1):
             if not failing:
                 break
             reports = [(f"{a.kind} {a.name}", a.report) for a in failing]
             self._turn(it, record, "repair", repair_prompt(reports), n)
-            failing = self._qualify(it, record)
+            failing = self._vet(it, record)
         self.save()
 
-    def _qualify(self, it: IterationRecord, record: TrialRecord) -> list[ArtifactEntry]:
+    def _vet(self, it: IterationRecord, record: TrialRecord) -> list[ArtifactEntry]:
         """Scan the workspace's `.harness/`; what currently fails there."""
         area = Path(record.workspace) / ".harness"
         with tempfile.TemporaryDirectory(prefix="optarena-starter-") as tmp:

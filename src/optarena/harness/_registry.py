@@ -27,7 +27,7 @@ M = TypeVar("M", bound=BaseModel)
 REGISTRY_SCHEMA_VERSION = 1
 MAX_NESTING = 32  # an artifact nested deeper is quarantined: copies of it would recurse
 ArtifactKind = Literal["skill", "mcp", "tool", "verifier", "fixture", "doc"]
-ArtifactStatus = Literal["qualified", "quarantined"]
+ArtifactStatus = Literal["qualified", "quarantined"]  # stored: "qualified" = passed vetting
 KIND_DIRS: dict[str, ArtifactKind] = {
     "skills": "skill",
     "mcp": "mcp",
@@ -43,11 +43,11 @@ class ArtifactEntry(BaseModel):
 
     kind: ArtifactKind
     name: str
-    path: str = Field(description="the version as qualified: <sha256>/<name> in the snapshots")
+    path: str = Field(description="the version as vetted: <sha256>/<name> in the snapshots")
     sha256: str = Field(description="hash of every file name and byte of the artifact")
     iteration: int
     status: ArtifactStatus
-    report: str = Field(description="what qualification found, in words")
+    report: str = Field(description="what vetting found, in words")
 
 
 class Registry(BaseModel):
@@ -66,7 +66,7 @@ class Registry(BaseModel):
         return list(best.values())
 
     def add(self, entry: ArtifactEntry) -> None:
-        """Record a qualification; the same content is recorded once."""
+        """Record a vetting; the same content is recorded once."""
         same = [
             a
             for a in self.artifacts

@@ -1,5 +1,5 @@
-"""One qualification pass over a run's artifact area (`.harness/`): every artifact found is
-qualified and recorded by content hash; what fails is quarantined, never activated, and never
+"""One vetting pass over a run's artifact area (`.harness/`): every artifact found is
+vetted and recorded by content hash; what fails is quarantined, never activated, and never
 replaces a qualified version of the same name."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from optarena.agents import SandboxSpec
-from optarena.harness._qualify import Qualification, qualify
 from optarena.harness._registry import (
     KIND_DIRS,
     ArtifactEntry,
@@ -15,6 +14,7 @@ from optarena.harness._registry import (
     content_sha256,
     not_plain,
 )
+from optarena.harness._vet import Vetting, vet
 from optarena.sandbox import copy_entry, name_line
 
 
@@ -26,8 +26,8 @@ def scan_area(
     workspace: Path | None = None,
     spec: SandboxSpec | None = None,
 ) -> list[ArtifactEntry]:
-    """Qualify what is new or changed in `area` (commands contained as `spec` says); returns
-    the entries added. Each version is kept as it was qualified under
+    """Vet what is new or changed in `area` (commands contained as `spec` says); returns
+    the entries added. Each version is kept as it was vetted under
     `snapshots/<sha256>/<name>` (the entry's `path`): the agent may change or break the
     original later, the recorded version stays what was tested."""
     added = []
@@ -51,13 +51,13 @@ def scan_area(
                     copy_entry(path, snap)
             if bad:
                 why = ", ".join(bad[:5])
-                q = Qualification(
+                q = Vetting(
                     False,
                     f"not a plain file or directory: {why} (an artifact may hold only files "
                     "and directories; a link would be read by optarena as its own user)",
                 )
             else:
-                q = qualify(kind, snap, workspace, spec)
+                q = vet(kind, snap, workspace, spec)
             entry = ArtifactEntry(
                 kind=kind,
                 name=name,

@@ -2,7 +2,7 @@
 
 The turn resumes the session the attempt's trial recorded (`RunContext.resume`), in the same
 workspace with the same config home (where the CLI keeps its sessions), contained like the
-trial's agent (`runs.agent_sandbox_spec`: the same limits and hidden paths) and metered by its own
+trial's agent (`trials.agent_sandbox_spec`: the same limits and hidden paths) and metered by its own
 proxy. Its logs are stored in the ledger's artifact store; its time, tokens and cost are the
 phase's record, charged to the harness run.
 """
@@ -16,7 +16,7 @@ from optarena.agents import AgentLimits, AgentRunner, RunContext, run_metered
 from optarena.harness._record import PhaseName, PhaseRecord
 from optarena.ledger import Ledger, TrialRecord
 from optarena.records import TrialPaths
-from optarena.runs import agent_sandbox_spec
+from optarena.trials import agent_sandbox_spec
 
 
 def follow_up(

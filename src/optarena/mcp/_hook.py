@@ -19,7 +19,7 @@ from optarena.agents.codex import codex_mcp_server
 from optarena.errors import OptarenaError
 from optarena.mcp._host import ToolsHost
 from optarena.mcp._tools import TOOL_NAMES
-from optarena.runs import TrialHook, keep_log
+from optarena.trials import TrialHook, keep_log
 
 SERVER_NAME = "optarena"
 TELEMETRY_LOG = "tool_calls.jsonl"

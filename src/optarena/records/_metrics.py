@@ -34,7 +34,7 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Protocol(_Model):
+class SpeedProtocol(_Model):
     """The frozen measurement protocol of one comparison."""
 
     min_effect: float = Field(description="smallest relative change that earns a verdict")
@@ -166,7 +166,7 @@ class Comparison(_Model):
     """One paired comparison of arm a against arm b."""
 
     arms: dict[str, str] = Field(description="a/b -> what they are (baseline, candidate, ...)")
-    protocol: Protocol
+    protocol: SpeedProtocol
     overall: Summary = Field(
         description="Hodges-Lehmann over process pairs of each pair's mean log-ratio across "
         "the timed workloads (not a geometric mean of the workload estimates)"

@@ -20,7 +20,7 @@ from optarena.experiments._ray._transfer import Begun, Refused
 from optarena.experiments._ray._worker import AgentJob
 from optarena.experiments._state import stopped_by_user
 from optarena.ledger import Ledger
-from optarena.runs import start_record
+from optarena.trials import start_record
 
 PLAN = """
 [experiment]

@@ -21,8 +21,8 @@ from optarena.experiments._ray._transfer import (
 )
 from optarena.ledger import Ledger
 from optarena.records import load_trial
-from optarena.runs import TrialConfig, run_trial
 from optarena.tasks import resolve_task
+from optarena.trials import TrialConfig, run_trial
 
 KEY = ("experiment_key", "rmsnorm/a/0")
 LOG_BYTES = 3 * CHUNK_BYTES + 123  # a log of several chunks

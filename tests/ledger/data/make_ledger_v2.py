@@ -20,8 +20,8 @@ from pathlib import Path
 from optarena.agents import AgentLimits, RunContext
 from optarena.fakemodel import FakeModelServer, make_script
 from optarena.ledger import Ledger
-from optarena.runs import TrialConfig, TrialHook, rejudge, run_trial
 from optarena.tasks import resolve_task
+from optarena.trials import TrialConfig, TrialHook, rejudge, run_trial
 
 HERE = Path(__file__).parent
 STREAM = HERE.parent.parent / "agents" / "data" / "claude_success.jsonl"

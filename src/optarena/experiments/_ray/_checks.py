@@ -26,10 +26,10 @@ from optarena.experiments._plan import LoadedPlan
 from optarena.experiments._schedule import artifacts_sha256, plan_identity
 from optarena.identity import judge_sha256
 from optarena.records import Condition
-from optarena.runs import trial_task
 from optarena.sandbox import probe
 from optarena.tasks import Task, load_task
 from optarena.tasks.external import FrozenExternal, load_frozen
+from optarena.trials import trial_task
 
 # The private scratch both sandboxes give their processes: a path under one of these is not
 # reachable from inside (Ray's sockets and its object store's files must be).

@@ -56,10 +56,10 @@ from optarena.experiments._schedule import ScheduledTrial
 from optarena.experiments._state import KEY_LABEL, ExperimentState
 from optarena.ledger import Ledger, TrialRecord, process_start_ticks
 from optarena.records import evolve, load_trial
-from optarena.runs import sigterm_interrupts
 from optarena.sandbox import printable
 from optarena.tasks import Task
 from optarena.tasks.external import FrozenExternal
+from optarena.trials import sigterm_interrupts
 
 USER_STOP = "during ray: KeyboardInterrupt: the experiment run was stopped (Ctrl-C or SIGTERM)"
 MAX_STARTS = 3  # submissions of one attempt lost before it began, then the run stops

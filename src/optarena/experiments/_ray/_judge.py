@@ -21,9 +21,9 @@ from optarena.identity import runtime_fingerprint, tree_files
 from optarena.judge import JudgeTamperedError
 from optarena.ledger import ArtifactStore, Judgement, JudgeSettings, TaskInfo
 from optarena.records import JudgementKind, load_judgement
-from optarena.runs import JudgeFn, Prepared, TrialTask, trial_task
 from optarena.tasks import Task
 from optarena.tasks.external import FrozenExternal
+from optarena.trials import JudgeFn, Prepared, TrialTask, trial_task
 
 
 @dataclass(frozen=True)

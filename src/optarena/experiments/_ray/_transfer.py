@@ -2,7 +2,7 @@
 object store (never a shared filesystem), artifacts in chunks under a size limit, and one
 idempotent write on arrival.
 
-A worker runs its trial into a staging ledger on its own node (`optarena.runs.run_trial`, the
+A worker runs its trial into a staging ledger on its own node (`optarena.trials.run_trial`, the
 same lifecycle as a local trial), then streams back, as the items of one Ray generator task:
 `Begun` (the row the driver inserts as `running`), then `Shipment` (the record, its judgement,
 its metered calls, the artifacts' names and sizes) and one `Chunk` per piece of each artifact.

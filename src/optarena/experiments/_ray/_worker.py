@@ -1,6 +1,6 @@
 """One attempt at a key, on the node Ray placed it on: checks, the trial, the shipment home.
 
-The trial is the local lifecycle (`optarena.runs.run_trial`) run into a staging ledger on this
+The trial is the local lifecycle (`optarena.trials.run_trial`) run into a staging ledger on this
 node, so everything a local trial guarantees holds here too (agent sandbox, its own metering
 proxy on this node, scope, capture, the installation's check before judging); only the judging
 runs elsewhere (`RemoteJudged`). What comes back to the driver is what the staging ledger
@@ -29,8 +29,8 @@ from optarena.experiments._ray._transfer import (
     pack,
 )
 from optarena.ledger import Ledger
-from optarena.runs import TrialConfig, TrialHook, run_trial, start_record, trial_task
 from optarena.sandbox import printable
+from optarena.trials import TrialConfig, TrialHook, run_trial, start_record, trial_task
 
 STAGING_ENV = "OPTARENA_RAY_STAGING"  # where nodes keep their staging ledgers (default: tmp)
 NODE_LABEL, JUDGE_NODE_LABEL = "node", "judge_node"

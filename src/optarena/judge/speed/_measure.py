@@ -30,7 +30,7 @@ from optarena.judge.speed._pair import (
 )
 from optarena.judge.speed._report import OVERALL, Report
 from optarena.judge.speed._stats import Estimate, decided, estimate, log_threshold, mean_rows
-from optarena.records import Clock, Comparison, Integrity, Protocol, StopReason
+from optarena.records import Clock, Comparison, Integrity, SpeedProtocol, StopReason
 from optarena.sandbox import SandboxPolicy, remove_tree
 from optarena.tasks import Task
 
@@ -231,9 +231,9 @@ class Measurement:
         p = self.plan
         return estimate(xs, p.confidence, self.boot_seed, p.min_pairs, p.resamples)
 
-    def _protocol(self, pairs: list[PairRecord]) -> Protocol:
+    def _protocol(self, pairs: list[PairRecord]) -> SpeedProtocol:
         p = self.plan
-        return Protocol(
+        return SpeedProtocol(
             min_effect=p.min_effect,
             budget_s=p.budget_s,
             warmup_calls=p.warmup_calls,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol as TypingProtocol
+from typing import Protocol
 
 from optarena.judge.speed._pair import PairRecord
 from optarena.judge.speed._stats import Estimate, decide, median
@@ -14,7 +14,7 @@ from optarena.records import (
     Comparison,
     Integrity,
     PairSamples,
-    Protocol,
+    SpeedProtocol,
     Stop,
     StopReason,
     Summary,
@@ -25,7 +25,7 @@ from optarena.records import (
 OVERALL = "__overall__"
 
 
-class _Plan(TypingProtocol):
+class _Plan(Protocol):
     @property
     def min_effect(self) -> float: ...
     @property
@@ -103,7 +103,7 @@ class Report:
         used_s: float,
         discarded: list[str],
         integrity: list[Integrity],
-        protocol: Protocol,
+        protocol: SpeedProtocol,
         stream: int,
     ) -> Comparison:
         overall, cross = summary_pair(

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from optarena.ledger import Ledger, TrialRecord
-from optarena.runs import TrialConfig, run_trial
 from optarena.tasks import Task
+from optarena.trials import TrialConfig, run_trial
 
 
 def _replay(ledger: Ledger, task: Task, source: Path) -> TrialRecord:

@@ -27,8 +27,10 @@ from optarena.identity import judge_sha256, runtime_fingerprint, tree_files
 from optarena.judge import JudgeTamperedError, judge_external, verify_judge
 from optarena.ledger import ArtifactStore, Judgement, JudgeSettings, TaskInfo, utc_now
 from optarena.records import JudgementKind
-from optarena.runs._judging import JudgeFn, judge_delivery
-from optarena.runs._workspace import (
+from optarena.tasks import Task, in_scope, unmet_requirements
+from optarena.tasks.external import FrozenExternal, load_frozen
+from optarena.trials._judging import JudgeFn, judge_delivery
+from optarena.trials._workspace import (
     EXCLUDES,
     PROMPT_NAME,
     copy_artifacts,
@@ -36,8 +38,6 @@ from optarena.runs._workspace import (
     init_repos,
     write_starter,
 )
-from optarena.tasks import Task, in_scope, unmet_requirements
-from optarena.tasks.external import FrozenExternal, load_frozen
 
 ProgressFn = Callable[[str, float], None]
 

@@ -56,11 +56,14 @@ from optarena.ledger import (
     utc_now,
 )
 from optarena.records import TrialPaths, evolve
-from optarena.runs._containment import agent_sandbox_spec
-from optarena.runs._delivery import describe, refusal_judgement, store_delivery
-from optarena.runs._judging import JudgeFn
-from optarena.runs._sources import TrialTask, trial_task
-from optarena.runs._workspace import (
+from optarena.sandbox import printable
+from optarena.tasks import Task
+from optarena.tasks.external import FrozenExternal
+from optarena.trials._containment import agent_sandbox_spec
+from optarena.trials._delivery import describe, refusal_judgement, store_delivery
+from optarena.trials._judging import JudgeFn
+from optarena.trials._sources import TrialTask, trial_task
+from optarena.trials._workspace import (
     Delivery,
     DeliveryRefused,
     WorkspaceLimits,
@@ -68,9 +71,6 @@ from optarena.runs._workspace import (
     check_workspace,
     clear_dir,
 )
-from optarena.sandbox import printable
-from optarena.tasks import Task
-from optarena.tasks.external import FrozenExternal
 
 TrialProgress = Callable[[str, str, str], None]  # (phase, "start" | "end" | "info", message)
 

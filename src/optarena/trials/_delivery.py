@@ -17,8 +17,8 @@ from optarena import __version__
 from optarena.identity import judge_sha256
 from optarena.ledger import Judgement, Ledger, TrialRecord, utc_now
 from optarena.records import AgentOutcome, TrialPaths, evolve
-from optarena.runs._workspace import Delivery, DeliveryRefused
 from optarena.sandbox import name_line, open_untrusted, remove_tree
+from optarena.trials._workspace import Delivery, DeliveryRefused
 
 
 def keep_log(written: Path, kept: Path) -> None:

@@ -15,9 +15,9 @@ import pytest
 from optarena.agents import AgentLimits, AgentOutcome, RunContext
 from optarena.fakemodel import USAGE, FakeModelServer, LongStreamScript, WireFault, make_script
 from optarena.ledger import Ledger, TrialRecord
-from optarena.runs import TrialConfig, TrialHook, run_trial
 from optarena.sandbox import probe
 from optarena.tasks import Task
+from optarena.trials import TrialConfig, TrialHook, run_trial
 from sandbox.test_agent_relay import FLOOD
 
 # One Anthropic call at $ANTHROPIC_BASE_URL, one Chat Completions call at $OPENAI_BASE_URL,

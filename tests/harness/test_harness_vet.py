@@ -1,4 +1,4 @@
-"""Harness artifacts: qualification (contained), quarantine by hash, the registry's version,
+"""Harness artifacts: vetting (contained), quarantine by hash, the registry's version,
 and export of the qualified ones only."""
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from optarena.harness import (
     export_artifacts,
     load_registry,
     load_run,
-    qualify,
     save_registry,
     scan_area,
+    vet,
 )
-from optarena.harness._qualify import front_matter
+from optarena.harness._vet import front_matter
 from optarena.ledger import Ledger
-from optarena.runs import agent_sandbox_spec
 from optarena.sandbox import AgentSandboxPolicy
+from optarena.trials import agent_sandbox_spec
 
 SERVER = '''
 from mcp.server.mcpserver import MCPServer
@@ -84,19 +84,21 @@ def test_front_matter() -> None:
 def test_a_skill_needs_name_and_description(tmp_path: Path) -> None:
     good = _skill(tmp_path, "good", "---\nname: good\ndescription: does things\n---\n")
     bad = _skill(tmp_path, "bad", "---\nname: bad\n---\n")
-    assert qualify("skill", good).passed
-    q = qualify("skill", bad)
+    assert vet("skill", good).passed
+    q = vet("skill", bad)
     assert not q.passed and "description" in q.report
 
 
-def test_an_mcp_server_qualifies_only_when_its_self_test_calls_every_tool(tmp_path: Path) -> None:
-    assert qualify("mcp", _mcp(tmp_path, "full", GOOD_TEST)).passed
-    none = qualify("mcp", _mcp(tmp_path / "a", "none", []))
+def test_an_mcp_server_passes_only_when_its_self_test_calls_every_tool(
+    tmp_path: Path,
+) -> None:
+    assert vet("mcp", _mcp(tmp_path, "full", GOOD_TEST)).passed
+    none = vet("mcp", _mcp(tmp_path / "a", "none", []))
     assert not none.passed and "none given" in none.report
-    partial = qualify("mcp", _mcp(tmp_path / "b", "partial", GOOD_TEST[:1]))
+    partial = vet("mcp", _mcp(tmp_path / "b", "partial", GOOD_TEST[:1]))
     assert not partial.passed and "echo" in partial.report and "every tool" in partial.report
     wrong = [{"tool": "double", "arguments": {"x": "not a number"}}, GOOD_TEST[1]]
-    failing = qualify("mcp", _mcp(tmp_path / "c", "failing", wrong))
+    failing = vet("mcp", _mcp(tmp_path / "c", "failing", wrong))
     assert not failing.passed and "returned an error" in failing.report
 
 
@@ -108,7 +110,7 @@ def test_a_failing_servers_stderr_is_in_its_report_not_on_the_terminal(
         "import sys\nprint('cannot open the model file weights.bin', file=sys.stderr)\n"
         "sys.exit(3)\n"
     )
-    result = qualify("mcp", d)
+    result = vet("mcp", d)
     assert not result.passed
     assert "closed; its stderr ends: cannot open the model file weights.bin" in result.report
     assert "weights.bin" not in capfd.readouterr().err
@@ -133,7 +135,7 @@ def test_a_tool_runs_its_test_contained(tmp_path: Path) -> None:
         "except OSError:\n    sys.exit(0)\n"
         "sys.exit(1)\n",
     )
-    q = qualify("tool", d)
+    q = vet("tool", d)
     assert q.passed, q.report
     assert not Path("/root/optarena-harness-escape").exists()
 
@@ -240,7 +242,7 @@ def test_a_verifiers_report_carries_no_other_trials_files(tmp_path: Path) -> Non
     """A failing test's output goes back to the agent in the repair prompt: a verifier that
     prints every trial's workspace it can find shows none (the ledger is hidden by name, private
     by mode, and absent from a default-deny root)."""
-    base = Path(tempfile.mkdtemp(prefix=".qualify-test-", dir=Path(__file__).resolve().parents[2]))
+    base = Path(tempfile.mkdtemp(prefix=".vet-test-", dir=Path(__file__).resolve().parents[2]))
     try:
         base.chmod(0o755)
         with Ledger.open(base / "L") as ledger:
@@ -252,7 +254,7 @@ def test_a_verifiers_report_carries_no_other_trials_files(tmp_path: Path) -> Non
         d.mkdir(parents=True)
         snoop = f"cat {base}/L/work/*/workspace/* {base}/*/work/*/workspace/*; exit 1"
         (d / "manifest.json").write_text(json.dumps({"test": ["sh", "-c", snoop]}))
-        q = qualify("verifier", d, spec=spec)
+        q = vet("verifier", d, spec=spec)
         assert not q.passed and "OTHER-TRIAL-SECRET-5512" not in q.report, q.report
     finally:
         shutil.rmtree(base)
@@ -275,8 +277,8 @@ def test_an_artifacts_command_keeps_the_agents_process_limit(tmp_path: Path) -> 
         "sys.exit(0 if n < 32 else 1)\n",
     )
     spec = SandboxSpec(policy=AgentSandboxPolicy(max_processes=24))
-    assert qualify("tool", d, spec=spec).passed
-    assert not qualify("tool", d).passed  # the default (1024) lets all 64 start
+    assert vet("tool", d, spec=spec).passed
+    assert not vet("tool", d).passed  # the default (1024) lets all 64 start
 
 
 def test_hostile_names_and_shapes_in_an_artifact_are_quarantined_never_a_crash(

@@ -1,11 +1,11 @@
 """Trials: one agent run on one task in a fresh workspace, judged and recorded in the ledger."""
 
-from optarena.runs._containment import agent_sandbox_spec
-from optarena.runs._delivery import keep_log
-from optarena.runs._judging import OUT_OF_SCOPE, JudgeFn, combine, judge_delivery
-from optarena.runs._rejudge import rejudge
-from optarena.runs._sources import ExternalTask, PackageTask, Prepared, TrialTask, trial_task
-from optarena.runs._trial import (
+from optarena.trials._containment import agent_sandbox_spec
+from optarena.trials._delivery import keep_log
+from optarena.trials._judging import OUT_OF_SCOPE, JudgeFn, combine, judge_delivery
+from optarena.trials._rejudge import rejudge
+from optarena.trials._sources import ExternalTask, PackageTask, Prepared, TrialTask, trial_task
+from optarena.trials._trial import (
     TrialConfig,
     TrialHook,
     TrialInterrupted,
@@ -15,7 +15,7 @@ from optarena.runs._trial import (
     sigterm_interrupts,
     start_record,
 )
-from optarena.runs._workspace import (
+from optarena.trials._workspace import (
     Delivery,
     DeliveryRefused,
     WorkspaceLimits,

@@ -1,4 +1,4 @@
-"""Qualification of built artifacts in a clean replay workspace: each kind has a test it must
+"""Vetting of built artifacts in a clean replay workspace: each kind has a test it must
 pass before it can be activated, and the report says exactly what failed (it goes back to the
 agent for repair). Every command an artifact declares runs inside the agent sandbox.
 
@@ -25,12 +25,12 @@ import anyio
 from optarena.agents import SandboxSpec
 from optarena.harness._wrap import wrap
 
-QUALIFY_TIMEOUT_S = 30.0
+VET_TIMEOUT_S = 30.0
 STDERR_KEPT = 800  # the end of a failing server's stderr, in its report
 
 
 @dataclass(frozen=True)
-class Qualification:
+class Vetting:
     passed: bool
     report: str
 
@@ -50,17 +50,17 @@ def front_matter(text: str) -> dict[str, str] | None:
     return None
 
 
-def qualify_skill(path: Path) -> Qualification:
+def vet_skill(path: Path) -> Vetting:
     skill = path / "SKILL.md"
     if not skill.is_file():
-        return Qualification(False, f"{skill.name} is missing")
+        return Vetting(False, f"{skill.name} is missing")
     meta = front_matter(skill.read_text(errors="replace"))
     if meta is None:
-        return Qualification(False, "SKILL.md has no front matter (--- name/description ---)")
+        return Vetting(False, "SKILL.md has no front matter (--- name/description ---)")
     missing = [k for k in ("name", "description") if not meta.get(k)]
     if missing:
-        return Qualification(False, f"SKILL.md front matter lacks {', '.join(missing)}")
-    return Qualification(True, f"skill '{meta['name']}': {meta['description'][:120]}")
+        return Vetting(False, f"SKILL.md front matter lacks {', '.join(missing)}")
+    return Vetting(True, f"skill '{meta['name']}': {meta['description'][:120]}")
 
 
 def _manifest(path: Path) -> tuple[dict[str, Any] | None, str]:
@@ -99,7 +99,7 @@ async def _mcp_check(
 
     wrapped = wrap(argv, [cwd, replay], spec=spec)
     params = StdioServerParameters(command=wrapped[0], args=wrapped[1:], cwd=str(cwd))
-    with anyio.fail_after(QUALIFY_TIMEOUT_S):
+    with anyio.fail_after(VET_TIMEOUT_S):
         async with Client(stdio_client(params, errlog=errlog)) as client:
             listed = await client.list_tools()
             names = sorted(t.name for t in listed.tools)
@@ -125,68 +125,68 @@ def _first_leaf(e: BaseException) -> BaseException:
     return e
 
 
-def qualify_mcp(path: Path, replay: Path, spec: SandboxSpec | None = None) -> Qualification:
+def vet_mcp(path: Path, replay: Path, spec: SandboxSpec | None = None) -> Vetting:
     data, why = _manifest(path)
     if data is None:
-        return Qualification(False, why)
+        return Vetting(False, why)
     argv = _argv(data.get("command"))
     self_test = data.get("self_test")
     if argv is None:
-        return Qualification(False, "manifest.json 'command' must be a non-empty list of strings")
+        return Vetting(False, "manifest.json 'command' must be a non-empty list of strings")
     if (
         not isinstance(self_test, list)
         or not self_test
         or not all(isinstance(c, dict) and isinstance(c.get("tool"), str) for c in self_test)
     ):
-        return Qualification(False, "manifest.json 'self_test' must list tool calls (none given)")
+        return Vetting(False, "manifest.json 'self_test' must list tool calls (none given)")
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
             failure = anyio.run(_mcp_check, argv, path, replay, self_test, errlog, spec)
         except TimeoutError:
-            failure = f"no answer to initialize/tools/list within {QUALIFY_TIMEOUT_S:g} s"
+            failure = f"no answer to initialize/tools/list within {VET_TIMEOUT_S:g} s"
         except Exception as e:  # the server crashed or spoke something else than MCP
             leaf = _first_leaf(e)
             failure = f"the server failed: {type(leaf).__name__}: {leaf}"[:500]
         if failure:
             errlog.seek(0)
             tail = errlog.read()[-STDERR_KEPT:].strip()
-            return Qualification(False, f"{failure}; its stderr ends: {tail}" if tail else failure)
-    return Qualification(
+            return Vetting(False, f"{failure}; its stderr ends: {tail}" if tail else failure)
+    return Vetting(
         True, f"answers tools/list; self-test called every tool ({len(self_test)} calls)"
     )
 
 
-def qualify_tested(path: Path, replay: Path, spec: SandboxSpec | None = None) -> Qualification:
+def vet_tested(path: Path, replay: Path, spec: SandboxSpec | None = None) -> Vetting:
     data, why = _manifest(path)
     if data is None:
-        return Qualification(False, why)
+        return Vetting(False, why)
     argv = _argv(data.get("test"))
     if argv is None:
-        return Qualification(False, "manifest.json 'test' must be a non-empty list of strings")
+        return Vetting(False, "manifest.json 'test' must be a non-empty list of strings")
     try:
         r = subprocess.run(
             wrap(argv, [path, replay], spec=spec),
             cwd=path,
             capture_output=True,
             text=True,
-            timeout=QUALIFY_TIMEOUT_S,
+            timeout=VET_TIMEOUT_S,
         )
     except (OSError, subprocess.TimeoutExpired) as e:
-        return Qualification(False, f"its test could not run: {e}")
+        return Vetting(False, f"its test could not run: {e}")
     if r.returncode != 0:
         tail = (r.stdout + r.stderr)[-1500:]
-        return Qualification(False, f"its test exited {r.returncode}:\n{tail}")
-    return Qualification(True, "its test passed")
+        return Vetting(False, f"its test exited {r.returncode}:\n{tail}")
+    return Vetting(True, "its test passed")
 
 
-def qualify(
+def vet(
     kind: str, path: Path, workspace_files: Path | None = None, spec: SandboxSpec | None = None
-) -> Qualification:
-    """Qualify one artifact in a clean replay workspace (a copy of `workspace_files`, with the
+) -> Vetting:
+    """Vet one artifact in a clean replay workspace (a copy of `workspace_files`, with the
     artifact's own directory beside it at .harness/...); its commands contained as `spec`
-    says (`runs.agent_sandbox_spec`)."""
+    says (`trials.agent_sandbox_spec`)."""
     if not path.exists():
-        return Qualification(False, f"{path} does not exist")
+        return Vetting(False, f"{path} does not exist")
     with tempfile.TemporaryDirectory(prefix="optarena-replay-") as tmp:
         replay = Path(tmp) / "workspace"
         if workspace_files is not None and workspace_files.is_dir():
@@ -202,12 +202,12 @@ def qualify(
         else:
             shutil.copy2(path, local, follow_symlinks=False)
         if kind == "skill":
-            return qualify_skill(local)
+            return vet_skill(local)
         if kind == "mcp":
-            return qualify_mcp(local, replay, spec)
+            return vet_mcp(local, replay, spec)
         if kind in ("tool", "verifier"):
-            return qualify_tested(local, replay, spec)
+            return vet_tested(local, replay, spec)
         empty = local.is_dir() and not any(p.is_file() for p in local.rglob("*"))
         if empty or (local.is_file() and local.stat().st_size == 0):
-            return Qualification(False, f"the {kind} is empty")
-        return Qualification(True, f"{kind} present")
+            return Vetting(False, f"the {kind} is empty")
+        return Vetting(True, f"{kind} present")

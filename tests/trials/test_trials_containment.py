@@ -1,7 +1,7 @@
 """Hostile `command` agents in real trials: each attempt on what the agent must not touch
 fails, the trial is recorded, a following trial is judged by the intact judge, and nothing the
 agent started survives. An honest agent (edits solution.py, runs numpy, calls the proxy it was
-given) is unaffected. (Editing the installed judge: test_runs_tamper.py.)"""
+given) is unaffected. (Editing the installed judge: test_trials_tamper.py.)"""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import pytest
 from optarena.agents import AgentLimits, RunContext
 from optarena.judge._seal import verify_judge
 from optarena.ledger import Ledger, TrialRecord
-from optarena.runs import TrialConfig, TrialHook, run_trial
 from optarena.sandbox import probe
 from optarena.tasks import Task
+from optarena.trials import TrialConfig, TrialHook, run_trial
 
 Trial = Callable[..., TrialRecord]
 Agent = Callable[[str], str]

@@ -20,8 +20,8 @@ from optarena.cli import main
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
 from optarena.ledger import Ledger, TrialRecord
-from optarena.runs import TrialConfig, TrialInterrupted, WorkspaceLimits, rejudge, run_trial
 from optarena.tasks import Task
+from optarena.trials import TrialConfig, TrialInterrupted, WorkspaceLimits, rejudge, run_trial
 
 Trial = Callable[..., TrialRecord]
 Agent = Callable[[str], str]

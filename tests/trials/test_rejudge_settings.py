@@ -14,8 +14,8 @@ from optarena.agents import AgentLimits
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult, judge
 from optarena.ledger import JudgeSettings, Ledger
-from optarena.runs import TrialConfig, rejudge, run_trial
 from optarena.tasks import Task
+from optarena.trials import TrialConfig, rejudge, run_trial
 
 
 def _spy(seen: list[JudgeOptions]) -> Callable[[Task, Path, JudgeOptions], JudgeResult]:

@@ -20,10 +20,10 @@ from optarena.agents.command import CommandRunner
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
 from optarena.ledger import Ledger, TrialRecord
-from optarena.runs import TrialConfig, TrialInterrupted, rejudge, run_trial
 from optarena.sandbox import probe
 from optarena.sandbox._agent_sweep import socket_bases
 from optarena.tasks import Task
+from optarena.trials import TrialConfig, TrialInterrupted, rejudge, run_trial
 
 CAPS = probe()
 

@@ -14,8 +14,8 @@ import pytest
 from optarena.agents import AgentLimits
 from optarena.judge import JudgeResult
 from optarena.ledger import Ledger, TrialRecord
-from optarena.runs import TrialConfig, run_trial
 from optarena.tasks import BUILTIN_DIR, Task, resolve_task
+from optarena.trials import TrialConfig, run_trial
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import pytest
 from optarena.agents import AgentLimits
 from optarena.errors import AgentNotInstalledError, OptarenaError, UnknownNameError
 from optarena.ledger import Ledger, TrialRecord
-from optarena.runs import TrialConfig, run_trial
 from optarena.tasks import Task
+from optarena.trials import TrialConfig, run_trial
 
 
 def _config(task: Task, command: str = "true", **kw: Any) -> TrialConfig:

@@ -10,10 +10,10 @@ from optarena.errors import OptarenaError
 from optarena.judge import verify_judge
 from optarena.ledger import Judgement, JudgeSettings, Ledger, TrialRecord
 from optarena.records import evolve
-from optarena.runs._judging import JudgeFn
-from optarena.runs._sources import TrialTask, trial_task
 from optarena.tasks import load_task, resolve_task
 from optarena.tasks.external import load_frozen
+from optarena.trials._judging import JudgeFn
+from optarena.trials._sources import TrialTask, trial_task
 
 
 def _task_of(record: TrialRecord) -> TrialTask:

@@ -2,7 +2,7 @@
 real trial lifecycle with the agent sandbox on, on with a forwarded proxy port, and off
 (`--no-agent-sandbox`), interleaved, correctness-only judgement.
 
-    python tests/runs/bench_agent_sandbox.py [N]
+    python tests/trials/bench_agent_sandbox.py [N]
 
 Prints the median agent phase (start of the agent to its sandbox torn down) per mode, the
 difference from "off", and the sandbox's own setup and teardown times from its report. Not a
@@ -20,8 +20,8 @@ from pathlib import Path
 
 from optarena.agents import RunContext
 from optarena.ledger import Ledger
-from optarena.runs import TrialConfig, TrialHook, run_trial
 from optarena.tasks import resolve_task
+from optarena.trials import TrialConfig, TrialHook, run_trial
 
 
 class Port(TrialHook):

@@ -12,8 +12,8 @@ from optarena.agents import AgentLimits, AgentOutcome, RunContext, Usage
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
 from optarena.ledger import Ledger, TrialRecord
-from optarena.runs import TrialConfig, TrialHook, rejudge, run_trial
 from optarena.tasks import Task, load_task
+from optarena.trials import TrialConfig, TrialHook, rejudge, run_trial
 
 
 class FakeMeter(TrialHook):
