@@ -1,6 +1,7 @@
 """Agent runners: the interface, the registry, metering, and the `command` and `replay` runners.
 
 Real agents (`claude`, `codex`) live in their own modules and are imported only when asked for.
+`RelayHost` is how an MCP server offered to an agent is reached from its sandbox.
 """
 
 from optarena.agents._base import AgentRunner, RunContext, SandboxSpec
@@ -14,6 +15,7 @@ from optarena.agents._registry import (
     runner_class,
     runner_ref,
 )
+from optarena.agents._relay_host import RelayHost
 from optarena.records import AgentLimits, AgentOutcome, AgentStatus, Usage
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "AgentRunner",
     "AgentStatus",
     "ProcessResult",
+    "RelayHost",
     "RunContext",
     "SandboxSpec",
     "Usage",

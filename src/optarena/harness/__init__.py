@@ -17,7 +17,7 @@ from optarena.harness._registry import (
     load_registry,
     save_registry,
 )
-from optarena.harness._relay import RelayedCall, ServerHost, read_telemetry
+from optarena.harness._relay import ServerHost, read_telemetry
 from optarena.harness._scan import area_status, scan_area
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "PhaseRecord",
     "Qualification",
     "Registry",
-    "RelayedCall",
     "ServerHost",
     "area_status",
     "check_config",
