@@ -219,5 +219,6 @@ def load_call(raw: str | bytes, where: str = "call record") -> CallRecord:
 
 
 def load_tool_call(raw: str | bytes, where: str = "tool call record") -> ToolCallRecord:
-    """A `ToolCallRecord` from a line of `tool_calls.jsonl`, of this or any older version."""
+    """A `ToolCallRecord` from a line of `tool_calls.jsonl` or `harness_tool_calls.jsonl`, of
+    this or any older version (a relay's `RelayedCall` lines included)."""
     return _load(ToolCallRecord, "tool_call", raw, where)
