@@ -26,8 +26,9 @@ from harness_example import BENCH_SERVER
 from optarena.agents import AgentLimits
 from optarena.fakemodel import FakeModelServer
 from optarena.fakemodel._harness_script import CLAIM_FILE, HarnessPlan, HarnessScript
-from optarena.harness import HarnessConfig, RelayedCall, read_telemetry, run_harness
+from optarena.harness import HarnessConfig, read_telemetry, run_harness
 from optarena.ledger import Ledger
+from optarena.records import ToolCallRecord
 from optarena.tasks import resolve_task
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -58,7 +59,7 @@ def _config(agent: str, bin_: str, url: str, **kw: object) -> HarnessConfig:
     )
 
 
-def _relayed(ledger: Ledger, trial_id: str | None) -> list[RelayedCall]:
+def _relayed(ledger: Ledger, trial_id: str | None) -> list[ToolCallRecord]:
     """The built servers' calls as the relay logged them, from the trial's ledger artifact."""
     trial = ledger.get(trial_id or "")
     return read_telemetry(ledger.store.read_text(trial.artifacts["logs/harness_tool_calls.jsonl"]))

@@ -36,26 +36,25 @@ def _trial(
     bins: dict[str, str], ledger: Ledger, new: str, agent: str = "claude"
 ) -> tuple[TrialRecord, TaskToolsScript]:
     script = TaskToolsScript(OptimizeScript("solution.py", BASE, new, marker="def rmsnorm"))
-    hook = TaskToolsHook("rmsnorm", max_budget_s=3.0).start()
-    try:
-        with FakeModelServer(script) as fake:
-            args = {
-                "bin": bins[agent],
-                "upstream": fake.url,
-                "model": MODELS[agent],
-                "max_retries": "0",
-                **hook.agent_args(agent),
-            }
-            config = TrialConfig(
-                task=TASK,
-                agent=agent,
-                agent_args=args,
-                limits=AgentLimits(wall_s=180.0),
-                measure=False,
-            )
-            record = run_trial(config, ledger, hooks=[hook])
-    finally:
-        hook.close()
+    hook = TaskToolsHook("rmsnorm", max_budget_s=3.0)  # the trial enters it
+    with FakeModelServer(script) as fake:
+        args = {
+            "bin": bins[agent],
+            "upstream": fake.url,
+            "model": MODELS[agent],
+            "max_retries": "0",
+        }
+        config = TrialConfig(
+            task=TASK,
+            agent=agent,
+            agent_args=args,
+            limits=AgentLimits(wall_s=180.0),
+            measure=False,
+        )
+        record = run_trial(config, ledger, hooks=[hook])
+    assert hook.host is None  # closed when the trial ended
+    # the server as the runner's own option, recorded with its flags
+    assert {"claude": "mcp_config", "codex": "mcp_servers"}[agent] in record.agent.flags
     return record, script
 
 

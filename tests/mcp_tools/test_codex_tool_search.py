@@ -161,16 +161,15 @@ def test_a_search_that_finds_nothing_is_not_repeated() -> None:
 
 @pytest.fixture
 def hook() -> Iterator[TaskToolsHook]:
-    h = TaskToolsHook("rmsnorm", max_budget_s=3.0).start()
-    yield h
-    h.close()
+    with TaskToolsHook("rmsnorm", max_budget_s=3.0) as h:
+        yield h
 
 
 def test_codex_gets_a_required_server_with_the_task_tools_approved(
     hook: TaskToolsHook, tmp_path: Path
 ) -> None:
     """Parsed back from the `-c` override exactly as the runner writes it."""
-    runner = CodexRunner(CodexOptions.from_strings(hook.agent_args("codex")))
+    runner = CodexRunner(CodexOptions.from_strings(CodexRunner.mcp_args(hook.mcp_servers(), {})))
     argv = runner.command("codex", tmp_path, "go", AgentLimits(), "http://127.0.0.1:7")
     (override,) = [argv[i + 1] for i, a in enumerate(argv) if a == "-c" and "mcp" in argv[i + 1]]
     assert override.startswith("mcp_servers.optarena=")

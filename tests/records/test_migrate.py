@@ -104,3 +104,40 @@ def test_an_external_spec_asking_a_verdict_over_3_rounds_is_refused_not_rewritte
     assert migrate_values("external_task", ok, current=2)["measurement"] == {"min_rounds": 5}
     with pytest.raises(RecordError, match=r"min_rounds = 3: .* freeze the spec again"):
         migrate_values("external_task", {"measurement": {"min_rounds": 3}}, current=2)
+
+
+# Lines as optarena wrote them before the task tools' and the relays' records were one (both
+# files can be in a ledger's artifacts): each still reads, as the current record.
+TASK_TOOLS_V2 = (
+    '{"schema_version":2,"call_id":"ab12-1","tool":"measure","arguments_sha256":"00",'
+    '"started_at":"2026-01-01T00:00:00.000+00:00","duration_s":1.5,"status":"ok",'
+    '"result_bytes":42,"verdict":"accepted","error":null}'
+)
+RELAYED_V1 = (
+    '{"schema_version":1,"server":"bench","tool":"probe","arguments":{"n":7},'
+    '"started_at":"2026-01-01T00:00:00.000+00:00","duration_s":0.25,"status":"ok",'
+    '"result_bytes":20,"result":"{\\"checked 7 rows\\"}"}'
+)
+RELAYED_V1_NO_REPLY = (
+    '{"schema_version":1,"server":"bench","tool":"probe","arguments":null,'
+    '"started_at":"2026-01-01T00:00:00.000+00:00","duration_s":null,"status":"no_reply",'
+    '"result_bytes":0,"result":""}'
+)
+
+
+def test_older_tool_call_lines_of_either_writer_read_as_the_one_record() -> None:
+    from optarena.records import NO_REPLY, TELEMETRY_SCHEMA_VERSION, arguments_sha256
+
+    tools = load_tool_call(TASK_TOOLS_V2)
+    assert (tools.server, tools.tool, tools.verdict, tools.arguments) == (
+        None, "measure", "accepted", None
+    )  # fmt: skip
+    assert tools.schema_version == TELEMETRY_SCHEMA_VERSION
+    relayed = load_tool_call(RELAYED_V1)
+    assert (relayed.server, relayed.tool, relayed.status, relayed.arguments) == (
+        "bench", "probe", "ok", {"n": 7}
+    )  # fmt: skip
+    assert relayed.arguments_sha256 == arguments_sha256({"n": 7})
+    assert "checked 7 rows" in relayed.result and relayed.call_id is None
+    cut = load_tool_call(RELAYED_V1_NO_REPLY)
+    assert (cut.status, cut.error, cut.duration_s) == ("cut_off", NO_REPLY, None)

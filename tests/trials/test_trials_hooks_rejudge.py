@@ -1,14 +1,16 @@
-"""Trial hooks (how a metering proxy plugs in) and re-judging a recorded trial."""
+"""Trial hooks (how a metering proxy plugs in; entered and left by the trial, their MCP servers
+offered through the runner) and re-judging a recorded trial."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentLimits, AgentOutcome, RunContext, Usage
+from optarena.agents import AgentLimits, AgentOutcome, McpServer, RunContext, Usage
+from optarena.agents.command import CommandRunner
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
 from optarena.ledger import Ledger, TrialRecord
@@ -49,6 +51,49 @@ def test_a_hook_reaches_the_agent_and_reports_metered_usage(
     assert rec.metered_usage is not None and rec.metered_usage.calls == 3
     assert rec.usage.source == "unknown" and rec.usage.calls is None  # reported: unknown
     assert ledger.get(rec.id).metered_usage == rec.metered_usage
+
+
+class _TakesTools(CommandRunner):
+    """A runner that takes MCP servers: their names become its command's arguments."""
+
+    takes_mcp = True
+
+    @classmethod
+    def mcp_args(cls, servers: Sequence[McpServer], given: Mapping[str, str]) -> dict[str, str]:
+        return {**given, "command": " ".join([given["command"], *(s.name for s in servers)])}
+
+
+class _Servers(TrialHook):
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def __enter__(self) -> _Servers:
+        self.events.append("enter")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.events.append("exit")
+
+    def mcp_servers(self) -> list[McpServer]:
+        self.events.append("servers")
+        return [McpServer("tools", ("relay",), ("probe",), 5.0)]
+
+
+def test_the_trial_enters_its_hooks_and_offers_their_servers_through_the_runner(
+    ledger: Ledger, rmsnorm: Task, agent: Callable[[str], str]
+) -> None:
+    hook = _Servers()
+    args = {"command": agent('echo "$1"')}
+    config = TrialConfig(task=rmsnorm, agent=f"{__name__}:_TakesTools", agent_args=args)
+    rec = run_trial(replace(config, measure=False), ledger, hooks=[hook])
+    assert hook.events == ["enter", "servers", "exit"]
+    assert ledger.store.read_text(rec.artifacts["logs/stdout.log"]) == "tools\n"
+    assert rec.agent.flags["command"].endswith(" tools")  # recorded with the runner's flags
+    refused = _Servers()
+    with pytest.raises(OptarenaError, match="agent 'command' takes no MCP servers"):
+        run_trial(replace(config, agent="command"), ledger, hooks=[refused])
+    assert refused.events == ["enter", "servers", "exit"]  # left, before anything was recorded
+    assert [r.id for r in ledger.trials()] == [rec.id]
 
 
 def _recorded(ledger: Ledger, task: Task, source: Path) -> TrialRecord:

@@ -9,13 +9,18 @@ returns what it knows and the trial records it. What runners are given and retur
 Metering is one mechanism for every runner (`optarena.agents.run_metered`): a runner that
 talks to a model API says where its calls should go (`upstream`), the trial starts the proxy,
 and the runner points the agent at `context.proxy_url`.
+
+Tools are declared capabilities: a runner whose agent takes MCP servers says how in its own
+terms (`takes_mcp`, `mcp_args`: the servers as `--agent-arg` options), and one whose agent
+discovers skills as files says where (`skills_dir`). Hooks and commands that offer tools ask
+the runner class, never the agent's name; a runner that declares neither refuses them.
 """
 
 from __future__ import annotations
 
 import shutil
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -25,6 +30,18 @@ from optarena.errors import AgentNotInstalledError, OptarenaError
 from optarena.proxy import Upstreams
 from optarena.records import AgentLimits, AgentOutcome, TrialPaths, Usage
 from optarena.sandbox import AgentSandbox, AgentSandboxPolicy
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """An MCP server offered to an agent: its name, the command the agent's CLI starts (the
+    relay to a `RelayHost`), the tools the agent may call (allowed by name) and how long one
+    call may take."""
+
+    name: str
+    command: tuple[str, ...]
+    tools: tuple[str, ...]
+    tool_timeout_s: float
 
 
 @dataclass(frozen=True)
@@ -124,6 +141,10 @@ class AgentRunner(ABC):
     binary: ClassVar[str | None] = None  # the executable the runner needs on PATH, if any
     install_hint: ClassVar[str | None] = None  # how to install `binary`, shown when missing
     can_resume: ClassVar[bool] = False  # continues a session given as `RunContext.resume`
+    takes_mcp: ClassVar[bool] = False  # offers MCP servers to its agent (`mcp_args`)
+    # where its agent discovers skills (a directory per skill), relative to the workspace;
+    # None: it takes none
+    skills_dir: ClassVar[str | None] = None
 
     @classmethod
     def from_args(cls, args: Mapping[str, str]) -> AgentRunner:
@@ -137,6 +158,13 @@ class AgentRunner(ABC):
     def label(self) -> str:
         """How records name this runner; a replay says it is not an agent."""
         return self.name if self.is_agent else f"{self.name} (not an agent)"
+
+    @classmethod
+    def mcp_args(cls, servers: Sequence[McpServer], given: Mapping[str, str]) -> dict[str, str]:
+        """`given` (`--agent-arg` pairs) with `servers` offered to the agent in its CLI's own
+        options, each server's tools allowed by name; what the user gave is kept, merged where
+        the option holds many. Only a runner with `takes_mcp` offers any; the rest refuse."""
+        raise OptarenaError(f"agent '{cls.name}' takes no MCP servers")
 
     def check_available(self) -> None:
         """Raise AgentNotInstalledError when the runner's executable is missing."""

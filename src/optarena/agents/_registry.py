@@ -54,6 +54,22 @@ def runner_ref(cls: type[AgentRunner]) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+def mcp_runners() -> list[str]:
+    """The registered runners whose agents take MCP servers (`AgentRunner.takes_mcp`)."""
+    return [name for name in known_runners() if runner_class(name).takes_mcp]
+
+
+def skill_dirs() -> list[str]:
+    """Where the registered runners' agents discover skills (`AgentRunner.skills_dir`,
+    relative to the workspace), each once, in the order of the runners' names."""
+    out: list[str] = []
+    for name in known_runners():
+        where = runner_class(name).skills_dir
+        if where is not None and where not in out:
+            out.append(where)
+    return out
+
+
 def create_runner(name: str, args: Mapping[str, str] | None = None) -> AgentRunner:
     """Build a runner from its name and `--agent-arg key=value` pairs."""
     return runner_class(name).from_args(dict(args or {}))

@@ -16,13 +16,15 @@ root in a bypass mode, and records that it did (`extra.is_sandbox`).
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
+from optarena.agents._base import McpServer
 from optarena.agents._claude_stream import ClaudeStream, parse_claude_stream
 from optarena.agents._cli_agent import CliAgentOptions, CliAgentRunner, Parsed, stream_lines
 from optarena.errors import OptarenaError
@@ -71,8 +73,23 @@ class ClaudeRunner(CliAgentRunner):
     home_env = "CLAUDE_CONFIG_DIR"
     options_class = ClaudeOptions
     install_hint = f"npm install -g {PINNED}"
+    takes_mcp = True
+    skills_dir = ".claude/skills"
 
     options: ClaudeOptions
+
+    @classmethod
+    def mcp_args(cls, servers: Sequence[McpServer], given: Mapping[str, str]) -> dict[str, str]:
+        """`mcp_config` with only `servers` (`--strict-mcp-config` is always passed) and their
+        tools allowed by name after any the user allowed (`mcp__SERVER__TOOL`)."""
+        config = {s.name: {"command": s.command[0], "args": list(s.command[1:])} for s in servers}
+        tools = [f"mcp__{s.name}__{t}" for s in servers for t in s.tools]
+        allowed = ",".join([*filter(None, [given.get("allowed_tools")]), *tools])
+        return {
+            **given,
+            "mcp_config": json.dumps({"mcpServers": config}),
+            "allowed_tools": allowed,
+        }
 
     def check_credentials(self, env: Mapping[str, str]) -> None:
         if self.options.user_config or not self.options.meter:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from optarena.agents._base import RunContext
+from optarena.agents._base import McpServer, RunContext
 from optarena.agents._cli_agent import CliAgentOptions, CliAgentRunner, Parsed, stream_lines
 from optarena.agents._codex_stream import CodexStream, parse_codex_stream
 from optarena.errors import OptarenaError
@@ -122,8 +122,21 @@ class CodexRunner(CliAgentRunner):
     home_env = "CODEX_HOME"
     options_class = CodexOptions
     install_hint = f"npm install -g {PINNED}"
+    takes_mcp = True
+    skills_dir = ".agents/skills"
 
     options: CodexOptions
+
+    @classmethod
+    def mcp_args(cls, servers: Sequence[McpServer], given: Mapping[str, str]) -> dict[str, str]:
+        """`mcp_servers` with each of `servers` as a required server, its tools approved by name
+        (`codex_mcp_server`), added to any the user gave."""
+        tables = {
+            s.name: codex_mcp_server(list(s.command), list(s.tools), s.tool_timeout_s)
+            for s in servers
+        }
+        mine = json.loads(given["mcp_servers"]) if given.get("mcp_servers") else {}
+        return {**given, "mcp_servers": json.dumps({**mine, **tables})}
 
     def check_credentials(self, env: Mapping[str, str]) -> None:
         if self.options.meter and not env.get(self.options.env_key):

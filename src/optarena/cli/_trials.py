@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
 
-from optarena.agents import AgentLimits, AgentStatus, known_runners
+from optarena.agents import AgentLimits, AgentStatus, known_runners, mcp_runners, runner_class
 from optarena.cli._app import app, console, err_console, interrupted
 from optarena.cli._compare import EffectOpt
 from optarena.cli._render import brief, verdict_markup
@@ -195,12 +195,8 @@ def run_cmd(
     Exit 0 accepted, 1 rejected, 2 bad input or a tampered judge, 130 interrupted."""
     name, args = _agent_and_args(agent, command, agent_arg or [])
     target = _trial_target(task)
+    # the trial enters the hook; the runner turns its server into the agent's own options
     tools = _task_tools(target, task, name, tools_budget_s) if task_tools else None
-    if tools is not None:
-        extra = tools.agent_args(name)
-        if "allowed_tools" in args and "allowed_tools" in extra:
-            extra["allowed_tools"] = f"{args['allowed_tools']},{extra['allowed_tools']}"
-        args = {**args, **extra}
     config = TrialConfig(
         task=target,
         agent=name,
@@ -235,14 +231,15 @@ def _task_tools(
 ) -> TaskToolsHook:
     from optarena.mcp import TaskToolsHook
 
-    if agent not in ("claude", "codex"):
-        raise OptarenaError(f"--task-tools is for the claude and codex agents, not '{agent}'")
+    if not runner_class(agent).takes_mcp:
+        takers = " and ".join(mcp_runners())
+        raise OptarenaError(f"--task-tools is for the {takers} agents, not '{agent}'")
     if not isinstance(target, Task):
         raise OptarenaError(
             "--task-tools judges task packages; an external project has its own gate and "
             "benchmark for the agent to run"
         )
-    return TaskToolsHook(task, budget_s).start()
+    return TaskToolsHook(task, budget_s)
 
 
 def _run_and_show(
@@ -260,8 +257,6 @@ def _run_and_show(
             raise _interrupted_trial(e, ledger) from None
         finally:
             view.stop()
-            if tools is not None:
-                tools.close()
         if as_json:
             print(json_text(record.model_dump(mode="json")))
         else:

@@ -16,7 +16,7 @@ from optarena.harness._registry import (
     load_registry,
     save_registry,
 )
-from optarena.harness._relay import RelayedCall, ServerHost, read_telemetry
+from optarena.harness._relay import ServerHost, read_telemetry
 from optarena.harness._scan import area_status, scan_area
 from optarena.harness._vet import Vetting, vet
 
@@ -32,7 +32,6 @@ __all__ = [
     "IterationRecord",
     "PhaseRecord",
     "Registry",
-    "RelayedCall",
     "ServerHost",
     "Vetting",
     "area_status",

@@ -2,10 +2,10 @@
 experiment condition's `artifacts` directory.
 
 Only qualified artifacts are ever activated; a quarantined version is left where it is. Skills
-go where each CLI discovers them (`.claude/skills/NAME/` for Claude Code, `.agents/skills/NAME/`
-for Codex); MCP servers are described in `mcp-servers.json` (name, command, tools) for the
-runner to pass through its own flags (Claude: `--strict-mcp-config --mcp-config`; Codex:
-`-c mcp_servers...`), each command wrapped so that it runs contained.
+go where each registered agent discovers them (`agents.skill_dirs`: each runner's `skills_dir`,
+e.g. `.claude/skills/NAME/` for Claude Code, `.agents/skills/NAME/` for Codex); MCP servers are
+described in `mcp-servers.json` (name, command, tools) for the runner to pass through its own
+options (`AgentRunner.mcp_args`), each command wrapped so that it runs contained.
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ import json
 import shutil
 from pathlib import Path
 
+from optarena.agents import skill_dirs
 from optarena.harness._registry import Registry
 from optarena.sandbox import copy_entry
 
-SKILL_DIRS = {"claude": ".claude/skills", "codex": ".agents/skills"}
-
 
 def export_artifacts(registry: Registry, snapshots: Path, dest: Path) -> list[str]:
-    """Copy every qualified artifact into `dest` laid out for both CLIs; returns what was
+    """Copy every qualified artifact into `dest` laid out for every agent; returns what was
     written (relative paths). `dest` must not exist yet (an export is never merged into
     another one)."""
     if dest.exists():
@@ -34,7 +33,7 @@ def export_artifacts(registry: Registry, snapshots: Path, dest: Path) -> list[st
     for a in sorted(registry.qualified(), key=lambda a: (a.kind, a.name)):
         src = snapshots / a.path
         if a.kind == "skill":
-            for d in SKILL_DIRS.values():
+            for d in skill_dirs():
                 shutil.copytree(src, dest / d / a.name, symlinks=True)
                 written.append(f"{d}/{a.name}")
         elif a.kind == "mcp":

@@ -1,11 +1,11 @@
 """The attempt trial's hook: the task state carried over and the built MCP servers activated.
 
 Skills reach the fresh session as files (the trial copies the iteration's activation directory
-into the workspace before the baseline commit). MCP servers need processes: one `ServerHost` per
-qualified server, offered to the CLI through its own flags (Claude Code: `--mcp-config` with the
-tools allowed by name, `--strict-mcp-config` always; Codex: `mcp_servers`). After the agent's
-tree has ended the hosts are closed and their telemetry copied into the trial's logs, which the
-trial stores in the ledger with everything else.
+into the workspace before the baseline commit). MCP servers need processes: the trial enters the
+hook, which starts one `ServerHost` per qualified server and offers them (`mcp_servers`), each
+tool by name, for the runner to pass through its CLI's own options (`AgentRunner.mcp_args`).
+After the agent's tree has ended the hosts are closed and their telemetry copied into the
+trial's logs, which the trial stores in the ledger with everything else.
 
 With task state `continue` the previous iteration's delivered files are written into the
 workspace after the baseline commit, before the agent starts: one lineage, judged as a whole
@@ -15,19 +15,17 @@ against the task's baseline.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Self
 
-from optarena.agents import AgentOutcome, RunContext, SandboxSpec
-from optarena.agents.codex import codex_mcp_server
-from optarena.errors import OptarenaError
+from optarena.agents import AgentOutcome, McpServer, RunContext, SandboxSpec
 from optarena.harness._relay import ServerHost
 from optarena.trials import TrialHook, keep_log
 
 TELEMETRY_LOG = "harness_tool_calls.jsonl"
-CODEX_TOOL_TIMEOUT_S = 120.0  # a built tool's call; the attempt's own timeout still applies
+TOOL_TIMEOUT_S = 120.0  # a built tool's call; the attempt's own timeout still applies
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,35 +48,29 @@ class HarnessHook(TrialHook):
         self.spec = spec  # how the servers are contained (`trials.agent_sandbox_spec`)
         self.hosts: list[ServerHost] = []
 
-    def start(self) -> HarnessHook:
-        for s in self.servers:
-            self.hosts.append(ServerHost(s.name, s.snapshot, s.command, self.spec).start())
+    def __enter__(self) -> Self:
+        try:
+            for s in self.servers:
+                self.hosts.append(ServerHost(s.name, s.snapshot, s.command, self.spec).start())
+        except BaseException:
+            self.close()
+            raise
         return self
 
-    def agent_args(self, agent: str, given: dict[str, str]) -> dict[str, str]:
-        """`given` (the user's --agent-arg) with the servers added in the CLI's own terms."""
-        if not self.hosts:
-            return dict(given)
-        if agent == "codex":
-            tables = {
-                h.name: codex_mcp_server(h.argv(), s.tools, CODEX_TOOL_TIMEOUT_S)
-                for h, s in zip(self.hosts, self.servers, strict=True)
-            }
-            mine = json.loads(given["mcp_servers"]) if given.get("mcp_servers") else {}
-            return {**given, "mcp_servers": json.dumps({**mine, **tables})}
-        servers: dict[str, dict[str, Any]] = {}
-        for h in self.hosts:
-            argv = h.argv()
-            servers[h.name] = {"command": argv[0], "args": argv[1:]}
-        tools = [f"mcp__{s.name}__{t}" for s in self.servers for t in s.tools]
-        if agent == "claude":
-            allowed = ",".join([*filter(None, [given.get("allowed_tools")]), *tools])
-            return {
-                **given,
-                "mcp_config": json.dumps({"mcpServers": servers}),
-                "allowed_tools": allowed,
-            }
-        raise OptarenaError(f"MCP servers can be activated for claude and codex, not '{agent}'")
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def mcp_servers(self) -> list[McpServer]:
+        """The started servers, each reached through the relay to its host."""
+        return [
+            McpServer(h.name, tuple(h.argv()), tuple(s.tools), TOOL_TIMEOUT_S)
+            for h, s in zip(self.hosts, self.servers, strict=True)
+        ]
 
     def before_agent(self, context: RunContext) -> RunContext | None:
         if self.carry is not None:

@@ -216,13 +216,13 @@ class _Loop:
         carried = None
         if carry is not None and c.task_state == "continue":
             carried = self.ledger.work_dir(carry.id) / "candidate"
-        hook = HarnessHook(servers, carried, self.artifact_spec).start()
+        hook = HarnessHook(servers, carried, self.artifact_spec)  # the trial enters it
         self.say(f"iteration {it.iteration}: attempt ({len(refs)} artifact(s) active)")
         try:
             config = TrialConfig(
                 task=c.task,
                 agent=c.agent,
-                agent_args=hook.agent_args(c.agent, dict(c.agent_args)),
+                agent_args=dict(c.agent_args),
                 limits=c.attempt,
                 labels={"harness_run": self.run.id, "harness_iteration": str(it.iteration)},
                 measure=c.measure,
@@ -236,8 +236,6 @@ class _Loop:
             it.phases.append(PhaseRecord(phase="attempt", status="crashed", detail=it.error))
             self.say(f"iteration {it.iteration}: {it.error}")
             return None
-        finally:
-            hook.close()
         score_of(it, record)
         it.tool_calls = count_calls(self._telemetry(record))
         it.phases.append(_attempt_phase(record))

@@ -72,8 +72,8 @@ def stop_reason(it: IterationRecord | None, stop_when: str | None) -> str | None
 def count_calls(telemetry: str) -> list[RelayedCallCount]:
     """Calls and errors per (server, tool) in a relay telemetry log."""
     calls = read_telemetry(telemetry)
-    total = Counter((c.server, c.tool) for c in calls)
-    errors = Counter((c.server, c.tool) for c in calls if c.status != "ok")
+    total = Counter((c.server or "", c.tool) for c in calls)
+    errors = Counter((c.server or "", c.tool) for c in calls if c.status != "ok")
     return [
         RelayedCallCount(server=s, tool=t, calls=n, errors=errors[(s, t)])
         for (s, t), n in sorted(total.items())

@@ -9,7 +9,6 @@ arrives and when it ends, or is cut off by the server's stop.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -27,7 +26,7 @@ from typing import Any, Literal
 from optarena.judge import JudgeOptions, JudgeResult, judge
 from optarena.mcp._errors import ToolInputError
 from optarena.mcp._profile import MAX_CALLS, MAX_TOP, profile_candidate
-from optarena.records import ToolCallRecord, ToolCallStatus
+from optarena.records import ToolCallRecord, ToolCallStatus, arguments_sha256
 from optarena.sandbox import UntrustedFileError, copy_untrusted
 from optarena.tasks import Task, in_scope
 
@@ -88,11 +87,6 @@ class _Call:
             status=status,
             **fields,
         )
-
-
-def _digest(arguments: dict[str, Any]) -> str:
-    text = json.dumps(arguments, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _count(name: str, value: Any, default: int, most: int) -> int:
@@ -203,7 +197,7 @@ class TaskTools:
         call = _Call(
             call_id=f"{self._session}-{next(self._ids)}",
             tool=tool,
-            arguments_sha256=_digest(arguments),
+            arguments_sha256=arguments_sha256(arguments),
             started_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
             t0=time.monotonic(),
         )

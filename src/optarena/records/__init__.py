@@ -8,7 +8,8 @@ refuse newer ones with a clear error.
 
 - agent runs: `AgentLimits`, `AgentStatus`, `Usage`, `AgentOutcome`
 - metered model calls: `CallRecord` (a line of `api_calls.jsonl`, a row of `api_calls`)
-- task-tool telemetry: `ToolCallRecord` (a line of `tool_calls.jsonl`)
+- MCP tool-call telemetry: `ToolCallRecord` (a line of `tool_calls.jsonl` or
+  `harness_tool_calls.jsonl`)
 - where a trial keeps its files: `TrialPaths`
 - speed metrics: `Metrics` (builtin tasks' paired calls: `Comparison`, `AAControl`, ...),
   `ExternalMetrics` (an external project's benchmark), `AnyMetrics` (either, by `kind`)
@@ -79,9 +80,12 @@ from optarena.records._migrate import (
 from optarena.records._paths import TrialPaths
 from optarena.records._tool_calls import (
     NO_END,
+    NO_REPLY,
+    RESULT_EXCERPT,
     TELEMETRY_SCHEMA_VERSION,
     ToolCallRecord,
     ToolCallStatus,
+    arguments_sha256,
     calls_of,
 )
 from optarena.records._trial import (
@@ -107,7 +111,9 @@ __all__ = [
     "METRICS_SCHEMA_VERSION",
     "MIGRATIONS",
     "NO_END",
+    "NO_REPLY",
     "PLAN_SCHEMA_VERSION",
+    "RESULT_EXCERPT",
     "TELEMETRY_SCHEMA_VERSION",
     "TRIAL_RECORD_VERSION",
     "AAControl",
@@ -162,6 +168,7 @@ __all__ = [
     "Usage",
     "VerdictName",
     "WorkloadMetrics",
+    "arguments_sha256",
     "calls_of",
     "evolve",
     "load_call",

@@ -25,7 +25,12 @@ from optarena.errors import RecordError
 from optarena.records._calls import CALL_RECORD_VERSION, CallRecord
 from optarena.records._experiment import COMPARISON_SCHEMA_VERSION, PLAN_SCHEMA_VERSION
 from optarena.records._metrics import Summary, VerdictName
-from optarena.records._tool_calls import TELEMETRY_SCHEMA_VERSION, ToolCallRecord
+from optarena.records._tool_calls import (
+    NO_REPLY,
+    TELEMETRY_SCHEMA_VERSION,
+    ToolCallRecord,
+    arguments_sha256,
+)
 from optarena.records._trial import TRIAL_RECORD_VERSION, Judgement, TrialRecord
 
 # Formats whose models live in the package that owns them (task packages, external specs,
@@ -108,19 +113,33 @@ def _unchanged(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _relayed_call(data: dict[str, Any]) -> dict[str, Any]:
+    """A harness relay's version 1 line (`RelayedCall`: server, arguments, result, status
+    `no_reply`, no digest) as a tool-call record; a task tools' version 1 line as it is."""
+    if "arguments_sha256" in data or "server" not in data:
+        return data
+    out = dict(data)
+    out["arguments_sha256"] = arguments_sha256(out.get("arguments"))
+    if out.get("status") == "no_reply":
+        out |= {"status": "cut_off", "error": NO_REPLY}
+    return out
+
+
 MIGRATIONS: tuple[RecordMigration, ...] = (
     RecordMigration("trial", 1, "metrics typed, with a kind", _typed_metrics),
     RecordMigration(
         "tool_call",
         1,
-        "a line per start and end, tied by call_id (a v1 line is a whole call)",
-        lambda data: data,
+        "a line per start and end, tied by call_id (a v1 line is a whole call); a harness "
+        "relay's v1 line (RelayedCall) read as one",
+        _relayed_call,
     ),
     RecordMigration("judgement", 1, "metrics typed, with a kind", _typed_metrics),
     RecordMigration("external_task", 1, "at least 4 rounds before a verdict", _rounds_floor),
     RecordMigration("trial", 2, "usage: lower bounds of unknown counts", _unchanged),
     RecordMigration("judgement", 2, "(shares the trial record's version)", _unchanged),
     RecordMigration("call", 1, "lower bounds and a note for unknown counts", _unchanged),
+    RecordMigration("tool_call", 2, "server, arguments, result: a relay's calls", _unchanged),
 )
 
 CURRENT: dict[RecordKind, int] = {
@@ -200,5 +219,6 @@ def load_call(raw: str | bytes, where: str = "call record") -> CallRecord:
 
 
 def load_tool_call(raw: str | bytes, where: str = "tool call record") -> ToolCallRecord:
-    """A `ToolCallRecord` from a line of `tool_calls.jsonl`, of this or any older version."""
+    """A `ToolCallRecord` from a line of `tool_calls.jsonl` or `harness_tool_calls.jsonl`, of
+    this or any older version (a relay's `RelayedCall` lines included)."""
     return _load(ToolCallRecord, "tool_call", raw, where)

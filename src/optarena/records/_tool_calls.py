@@ -1,22 +1,32 @@
-"""The task tools' telemetry (`logs/tool_calls.jsonl` of a trial run with `--task-tools`):
-written by optarena's own tool server, outside the agent's reach.
+"""The record of an agent's MCP tool calls, one JSON line each, written outside the agent's
+reach: by optarena's task tools server (`logs/tool_calls.jsonl` of a trial run with
+`--task-tools`) and by the relay host in front of a harness-built server
+(`logs/harness_tool_calls.jsonl`).
 
-A call is written when it arrives (`started`) and again when it ends (`ok`, `error`), or when
-the server is stopped with the call still running (`cut_off`): a call in flight when the agent
-quits is never lost, and one whose server was killed outright still has its `started` line.
-`calls_of` reads the lines back as one record per call.
+The task tools write a call when it arrives (`started`) and again when it ends (`ok`, `error`),
+or when the server is stopped with the call still running (`cut_off`): a call in flight when
+the agent quits is never lost, and one whose server was killed outright still has its `started`
+line. A relay writes one line per call when the reply comes (or, with none, `cut_off`), with
+the server's name, the arguments and an excerpt of the reply. `calls_of` reads the lines back as
+one record per call.
+
+Versions: 1, a whole call per line; 2, a line when a call starts, `call_id`, `cut_off`; 3,
+`server`, `arguments` and `result`, so that a relay's calls are the same record (a relay's own
+version 1 lines, `RelayedCall` until then, are read as version 3: `no_reply` is `cut_off`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from optarena.records._evolve import evolve
 
-TELEMETRY_SCHEMA_VERSION = 2  # 2: a line when a call starts, call_id, cut_off
+TELEMETRY_SCHEMA_VERSION = 3  # 2: a line when a call starts, call_id, cut_off; 3: server, ...
 
 ToolCallStatus = Literal["started", "ok", "error", "cut_off"]
 
@@ -30,17 +40,28 @@ class ToolCallRecord(BaseModel):
     call_id: str | None = Field(
         default=None, description="ties a call's lines together; None: a version 1 line"
     )
+    server: str | None = Field(
+        default=None, description="the server a relay passed the call to; None: the task tools"
+    )
     tool: str = Field(description="tool name as called")
     arguments_sha256: str = Field(description="sha256 of the arguments as canonical JSON")
+    arguments: Any = Field(
+        default=None, description="as the agent sent them, where a relay recorded the call"
+    )
     started_at: str = Field(description="UTC, ISO 8601, when the server received the call")
     duration_s: float | None = Field(
-        default=None, description="wall time from receipt to the end or cut-off; None: started"
+        default=None,
+        description="wall time from receipt to the end or cut-off; None: started, or a relayed "
+        "call that got no reply",
     )
     status: ToolCallStatus = Field(
         description="started; ok; error (bad arguments or a failure); cut_off (the server was "
         "stopped, or killed, with the call unfinished)"
     )
     result_bytes: int = Field(default=0, description="size of the result text returned")
+    result: str = Field(
+        default="", description="the reply's text, its first 2000 characters (a relay's calls)"
+    )
     verdict: str | None = Field(
         default=None, description="the judge's verdict or speed verdict the call returned, if any"
     )
@@ -48,6 +69,14 @@ class ToolCallRecord(BaseModel):
 
 
 NO_END = "no end recorded: the server was killed with the call unfinished"
+NO_REPLY = "no reply: the server's output ended with the call unanswered"
+RESULT_EXCERPT = 2000  # characters of a reply a relay keeps
+
+
+def arguments_sha256(arguments: Any) -> str:
+    """The sha256 of a call's arguments as canonical JSON (what every tool-call line carries)."""
+    text = json.dumps(arguments, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def calls_of(lines: Iterable[ToolCallRecord]) -> list[ToolCallRecord]:

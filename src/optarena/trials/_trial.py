@@ -22,6 +22,7 @@ difference is recorded (`outside_changes`, reason `judge_tampered`) and nothing 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import secrets
 import signal
@@ -31,16 +32,18 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
-from typing import Any
+from types import FrameType, TracebackType
+from typing import Any, Self
 
 from optarena.agents import (
     AgentLimits,
     AgentOutcome,
     AgentRunner,
+    McpServer,
     RunContext,
     create_runner,
     run_metered,
+    runner_class,
     runner_ref,
 )
 from optarena.errors import LedgerError, OptarenaError
@@ -98,10 +101,28 @@ class TrialHook:
     """Extension point around the agent phase. Override what you need. (Metering is not a
     hook: every runner's calls are metered by `optarena.agents.run_metered`.)
 
+    A hook is a context manager: the trial enters it before its runner is made (a hook that
+    runs something for the agent, an MCP server's host, starts it there) and leaves it when the
+    trial ends, however it ends. `mcp_servers`, asked once entered, are offered to the agent
+    through its runner's own options (`AgentRunner.mcp_args`, so recorded with its flags).
     `before_agent` may return a changed context (e.g. `dataclasses.replace(context, env=...)`:
     runners pass `env` to the agent; `proxy_ports` opens host ports to it); None keeps it.
     `after_agent` may return a changed outcome.
     """
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+    def mcp_servers(self) -> Sequence[McpServer]:
+        return ()
 
     def before_agent(self, context: RunContext) -> RunContext | None:
         return None
@@ -218,6 +239,7 @@ def run_trial(
 ) -> TrialRecord:
     """Run one trial and record it; returns the completed record. Bad input raises
     OptarenaError before anything is recorded; an interruption is recorded, then re-raised.
+    The hooks are entered first and left last (`TrialHook`).
 
     `trial_id` is given by a caller that numbers attempts itself (a Ray worker runs the trial
     its driver already knows by that id); `source` replaces the task as the lifecycle uses it
@@ -230,6 +252,29 @@ def run_trial(
             "([measurement] budget_s); --budget-s does not apply"
         )
     code_references()  # the reference judging checks against, fixed before any agent runs
+    with contextlib.ExitStack() as entered:
+        for hook in hooks:
+            entered.enter_context(hook)
+        servers = [s for hook in hooks for s in hook.mcp_servers()]
+        if servers:
+            if runner is not None:
+                raise OptarenaError("a trial given its runner cannot offer it MCP servers")
+            args = runner_class(config.agent).mcp_args(servers, config.agent_args)
+            config = dataclasses.replace(config, agent_args=args)
+        return _run_entered(config, ledger, runner, hooks, progress, judge_fn, trial_id, source)
+
+
+def _run_entered(
+    config: TrialConfig,
+    ledger: Ledger,
+    runner: AgentRunner | None,
+    hooks: Sequence[TrialHook],
+    progress: TrialProgress | None,
+    judge_fn: JudgeFn | None,
+    trial_id: str | None,
+    source: TrialTask,
+) -> TrialRecord:
+    """`run_trial` once its hooks are entered."""
     runner = runner or create_runner(config.agent, config.agent_args)
     runner.check_available()
     trial_id = trial_id or new_trial_id()
