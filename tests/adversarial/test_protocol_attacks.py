@@ -9,6 +9,7 @@ rejected with the trick's name, never a `judge_error`.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -187,7 +188,7 @@ def rmsnorm(x, weight, *, eps):
     + "\n"
 )
 
-DEEP = "optarena-deep-marker"
+DEEP = f"optarena-deep-marker-{os.getpid()}"  # this run's: a judging beside it is not ours
 # A correct candidate that nests a directory 3,000 deep in its working directory.
 DEEP_DIR = f"""
 import os

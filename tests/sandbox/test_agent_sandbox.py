@@ -277,7 +277,9 @@ def test_the_sweep_kills_what_a_dead_optarenas_agent_left(tmp_path: Path) -> Non
         ["sleep", MARKER], preexec_fn=lambda: attach_self(str(stale / "cgroup.procs"))
     )
     try:
-        assert sweep_agent_leftovers() >= 1
+        # the sweep is host-wide: a test beside this one may sweep first, so what is checked
+        # is the outcome (killed, its cgroup gone), not which sweep counted it
+        sweep_agent_leftovers()
         assert proc.wait(timeout=5) == -signal.SIGKILL
         assert not stale.exists()
     finally:
@@ -299,7 +301,7 @@ def test_the_sweep_kills_processes_of_a_released_uid() -> None:
         os.close(lease._fd)  # what a kill -9 of its holder does: the lock goes, the process stays
         lease._fd = -1
         time.sleep(0.05)
-        assert sweep_agent_leftovers() >= 1
+        sweep_agent_leftovers()  # host-wide (see above): the outcome is what is checked
         assert proc.wait(timeout=5) == -signal.SIGKILL
     finally:
         proc.kill()
