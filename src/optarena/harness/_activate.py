@@ -14,8 +14,8 @@ import json
 import shutil
 from pathlib import Path
 
+from optarena.files import copy_entry
 from optarena.harness._registry import Registry
-from optarena.sandbox import copy_entry
 
 SKILL_DIRS = {"claude": ".claude/skills", "codex": ".agents/skills"}
 

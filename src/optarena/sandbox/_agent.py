@@ -48,6 +48,16 @@ from pathlib import Path
 from typing import IO, Any
 
 from optarena.errors import OptarenaError
+from optarena.files import lchown_tree
+from optarena.processes import (
+    descendants,
+    is_zombie,
+    kill_tree,
+    namespace_of,
+    pids_in_namespace,
+    signal_all,
+    stop_then_kill,
+)
 from optarena.sandbox import _linux
 from optarena.sandbox._agent_child import AgentChildPlan, agent_child_setup, under_any
 from optarena.sandbox._agent_net import UnixBridge
@@ -55,19 +65,10 @@ from optarena.sandbox._agent_sweep import AgentCgroup, owned_name, remove_socket
 from optarena.sandbox._cgroup import PidsCgroup
 from optarena.sandbox._mounts import SCRATCH_DIRS, Mask, blockers, plan_masks, private_root
 from optarena.sandbox._probe import Capabilities
-from optarena.sandbox._process import ResourceLimits, kill_tree, spawn
+from optarena.sandbox._process import ResourceLimits, spawn
 from optarena.sandbox._root import RootPlan
 from optarena.sandbox._sandbox import _fd_ceiling, interpreter_paths, probe
-from optarena.sandbox._tree import (
-    descendants,
-    is_zombie,
-    namespace_of,
-    pids_in_namespace,
-    signal_all,
-    stop_then_kill,
-)
 from optarena.sandbox._uids import UidLease, lease_uid
-from optarena.sandbox._untrusted import lchown_tree
 
 RELAY = str(Path(__file__).with_name("_agent_relay.py"))
 OPTARENA_PACKAGE = str(Path(__file__).resolve().parents[1])
@@ -405,7 +406,7 @@ class AgentSandbox:
             return self.cgroup.procs()
         if self.lease is not None:
             return self.lease.processes()
-        found = {self.proc.pid} | descendants([self.proc.pid])
+        found = {self.proc.pid, *descendants([self.proc.pid])}
         if self.namespace is not None:  # orphans reparented away are still in the namespace
             found |= pids_in_namespace(*self.namespace)
         return {p for p in found if not is_zombie(p)}

@@ -39,6 +39,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
+from optarena.files import lchown_tree
+from optarena.processes import (
+    children_of,
+    continue_all,
+    descendants,
+    is_zombie,
+    kill_tree,
+    namespace_of,
+    pids_in_namespace,
+    signal_all,
+    stop_all,
+    stop_then_kill,
+    wait_dead,
+)
 from optarena.sandbox import _linux, _seccomp
 from optarena.sandbox._cgroup import FEATURES, WorkerCgroups
 from optarena.sandbox._child import ChildPlan, child_setup
@@ -50,22 +64,9 @@ from optarena.sandbox._leftovers import (
 )
 from optarena.sandbox._mounts import WORKER_SCRATCH, Mask, blockers, plan_masks, private_root
 from optarena.sandbox._probe import Capabilities, interpreter_paths, probe
-from optarena.sandbox._process import MiB, ResourceLimits, kill_tree, spawn
+from optarena.sandbox._process import MiB, ResourceLimits, spawn
 from optarena.sandbox._root import RootPlan
-from optarena.sandbox._tree import (
-    children_of,
-    continue_all,
-    descendants,
-    is_zombie,
-    namespace_of,
-    pids_in_namespace,
-    signal_all,
-    stop_all,
-    stop_then_kill,
-    wait_dead,
-)
 from optarena.sandbox._uids import UidLease, lease_uid
-from optarena.sandbox._untrusted import lchown_tree
 
 __all__ = ["Capabilities", "Sandbox", "SandboxPolicy", "interpreter_paths", "probe"]
 
@@ -444,7 +445,7 @@ class Sandbox:
             return self.cgroup.procs()
         if self.lease is not None:
             return self.lease.processes()
-        found = {self.proc.pid} | descendants([self.proc.pid])
+        found = {self.proc.pid, *descendants([self.proc.pid])}
         if self.namespace is not None:  # orphans reparented away are still in the namespace
             found |= pids_in_namespace(*self.namespace)
         return found

@@ -28,9 +28,9 @@ from optarena.experiments._ray._transfer import (
     TransferError,
     pack,
 )
+from optarena.files import printable
 from optarena.ledger import Ledger
 from optarena.runs import TrialConfig, TrialHook, run_trial, start_record, trial_task
-from optarena.sandbox import printable
 
 STAGING_ENV = "OPTARENA_RAY_STAGING"  # where nodes keep their staging ledgers (default: tmp)
 NODE_LABEL, JUDGE_NODE_LABEL = "node", "judge_node"
