@@ -88,3 +88,22 @@ def test_a_snapshot_signals_only_the_same_processes(odd_child: subprocess.Popen[
     while not is_zombie(grandchild) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert is_zombie(grandchild)
+
+
+def test_kill_tree_ends_a_grandchild_that_left_the_group() -> None:
+    code = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen(['sleep', '60'], start_new_session=True); "
+        "print(p.pid, flush=True); time.sleep(60)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert proc.stdout is not None
+    escaped = int(proc.stdout.readline())
+    start = start_ticks(escaped)
+    assert start is not None and escaped in descendants([proc.pid])
+    kill_tree(proc)
+    proc.stdout.close()
+    assert proc.returncode is not None
+    assert is_zombie(escaped) or start_ticks(escaped) != start
