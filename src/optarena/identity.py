@@ -121,8 +121,8 @@ _CODE_SUFFIXES = {".py", ".pth", ".so", ".pyd"}  # a new file of these kinds can
 # an identity. The built-in task packages are not code of the judge: each has its own hash
 # (`TaskInfo.sha256`), checked before judging.
 JUDGING_CODE = (
-    "__init__.py", "errors.py", "identity.py", "judge/", "records/", "sandbox/", "tasks/",
-    "runs/_judging.py",
+    "__init__.py", "errors.py", "identity.py", "judge/", "records/", "sandbox/", "processes/",
+    "files/", "tasks/", "runs/_judging.py",
 )  # fmt: skip
 BUILTIN_TASKS = "tasks/builtin/"
 
