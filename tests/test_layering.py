@@ -105,9 +105,10 @@ def test_records_import_no_behaviour() -> None:
 # or module has to be placed in this table (test_every_top_level_name_has_a_layer); the order
 # is the one today's imports have, and ARCHITECTURE.md describes it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("__init__", "errors"),  # the package itself (a version string); typed errors
+    # the package itself (a version string); typed errors; processes from /proc; untrusted trees
+    ("__init__", "errors", "processes", "files"),
     ("records", "sandbox"),  # pydantic models, no behaviour; process isolation
-    ("identity",),  # content hashes, the runtime fingerprint (walks trees with sandbox's helpers)
+    ("identity",),  # content hashes, the runtime fingerprint (walks trees with `files`)
     ("tasks", "ledger", "proxy"),  # task packages; the ledger; the metering proxy
     ("judge", "agents"),  # verdicts on delivered files; agent runners (metered through proxy)
     ("trials", "qualify"),  # the trial lifecycle; a task's qualification (its controls judged)

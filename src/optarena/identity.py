@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from optarena.sandbox import entries_under
+from optarena.files import entries_under
 
 _SKIP_DIRS = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 _SKIP_SUFFIXES = {".pyc", ".pyo"}
@@ -121,8 +121,8 @@ _CODE_SUFFIXES = {".py", ".pth", ".so", ".pyd"}  # a new file of these kinds can
 # an identity. The built-in task packages are not code of the judge: each has its own hash
 # (`TaskInfo.sha256`), checked before judging.
 JUDGING_CODE = (
-    "__init__.py", "errors.py", "identity.py", "judge/", "records/", "sandbox/", "tasks/",
-    "trials/_judging.py",
+    "__init__.py", "errors.py", "identity.py", "judge/", "records/", "sandbox/", "processes/",
+    "files/", "tasks/", "trials/_judging.py",
 )  # fmt: skip
 BUILTIN_TASKS = "tasks/builtin/"
 

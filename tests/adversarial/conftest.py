@@ -12,7 +12,7 @@ import pytest
 
 from adversarial._support import MARKER, JudgeFn, copy_task
 from optarena.judge import JudgeOptions, JudgeResult, judge
-from optarena.sandbox._tree import descendants, is_zombie, process_table
+from optarena.processes import descendants, is_zombie, process_table
 from optarena.tasks import Task
 
 

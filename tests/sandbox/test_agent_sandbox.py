@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from optarena.processes import descendants, is_zombie
 from optarena.sandbox import (
     AgentSandbox,
     AgentSandboxError,
@@ -34,7 +35,6 @@ from optarena.sandbox._agent_sweep import (
 )
 from optarena.sandbox._cgroup import attach_self, find_pids_root
 from optarena.sandbox._root import mount_points
-from optarena.sandbox._tree import descendants, is_zombie
 from optarena.sandbox._uids import lease_uid
 
 Listen = Callable[..., Any]  # the `listen` fixture (tests/sandbox/conftest.py)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from optarena.processes import descendants, is_zombie
 from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy, probe, spawn
 from optarena.sandbox._cgroup import (
     Hierarchy,
@@ -27,7 +28,6 @@ from optarena.sandbox._cgroup import (
     find_hierarchies,
     plan_layout,
 )
-from optarena.sandbox._tree import descendants, is_zombie
 
 CAPS = probe()
 LAYOUT = CAPS.cgroups

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from optarena.processes import descendants, is_zombie
 from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy, probe
 from optarena.sandbox._leftovers import remove_files_of, remove_mqueues_of, remove_sysv_of
-from optarena.sandbox._tree import descendants, is_zombie
 
 CAPS = probe()
 needs_root = pytest.mark.skipif(not CAPS.root, reason="a dedicated uid needs a root judge")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy, kill_tree, probe, spawn
-from optarena.sandbox._tree import descendants, is_zombie
+from optarena.processes import descendants, is_zombie, kill_tree
+from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy, probe, spawn
 
 # one per xdist worker: a test checks for its own leftovers, never those of its neighbour's
 MARKER = f"optarena-sandbox-test-marker-{os.environ.get('PYTEST_XDIST_WORKER', 'gw')[2:]}-"

@@ -14,6 +14,7 @@ import pytest
 from optarena.agents import AgentLimits
 from optarena.judge import JudgeResult
 from optarena.ledger import Ledger, TrialRecord
+from optarena.processes import is_zombie
 from optarena.tasks import BUILTIN_DIR, Task, resolve_task
 from optarena.trials import TrialConfig, run_trial
 
@@ -119,10 +120,9 @@ def host_pids(marker: str) -> list[int]:
             continue
         try:
             cmd = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ")
-            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if marker.encode() in cmd and state != "Z":
+        if marker.encode() in cmd and not is_zombie(int(name)):
             out.append(int(name))
     return out
 

@@ -20,6 +20,7 @@ from optarena.agents.command import CommandRunner
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
 from optarena.ledger import Ledger, TrialRecord
+from optarena.processes import is_zombie
 from optarena.sandbox import probe
 from optarena.sandbox._agent_sweep import socket_bases
 from optarena.tasks import Task
@@ -146,11 +147,7 @@ def _pid_of(find_pids: Pids, sleeping: str) -> int:
 
 
 def _dead(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+    return is_zombie(pid)
 
 
 DAEMON = f"""setsid sh -c 'echo $$ > "$OPTARENA_LOGS_DIR/daemon.pid"; exec sleep {DAEMON_SLEEP}' &

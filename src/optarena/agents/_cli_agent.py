@@ -27,8 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from optarena.agents._base import AgentRunner, RunContext
 from optarena.agents._process import ProcessResult, run_logged
 from optarena.errors import AgentNotInstalledError, OptarenaError
+from optarena.files import open_untrusted
 from optarena.records import AgentLimits, AgentOutcome, AgentStatus, Usage
-from optarena.sandbox import AgentSandbox, open_untrusted
+from optarena.sandbox import AgentSandbox
 
 NPM_CACHE_ENV = "OPTARENA_NPM_CACHE"
 
@@ -113,7 +114,7 @@ MAX_LINE = 16 << 20  # characters of one line of an agent's stream that are pars
 
 def stream_lines(path: Path) -> Iterator[str]:
     """The lines of an agent's output stream, read as hostile: never through a link or FIFO
-    (`optarena.sandbox.open_untrusted`; one that is refused, or missing, has no lines), each
+    (`optarena.files.open_untrusted`; one that is refused, or missing, has no lines), each
     cut at `MAX_LINE` characters (the rest of a longer line is skipped, not held in memory:
     the cut line no longer parses, and counts as unparsed)."""
     try:

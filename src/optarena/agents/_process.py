@@ -5,7 +5,7 @@ cannot keep us waiting for an EOF that never comes. In a trial the agent runs in
 `AgentSandbox`, and when it exits, times out or we are interrupted, every process it started is
 killed, detached daemons included (the sandbox's cgroup or uid lists them all). Without a
 sandbox (a runner's unit test, `--no-agent-sandbox`) its whole process group is killed
-(`optarena.sandbox.kill_tree`), and on a timeout or interruption also every descendant that
+(`optarena.processes.kill_tree`), and on a timeout or interruption also every descendant that
 left the group (`setsid`) but still descends from the agent; a daemon that was already
 orphaned when the agent ended cannot be found that way. The delivery is copied out of the
 workspace before judging, so a straggler cannot change what is judged.
@@ -19,8 +19,6 @@ lifecycle runs one agent at a time).
 
 from __future__ import annotations
 
-import contextlib
-import os
 import resource
 import signal
 import subprocess
@@ -29,8 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from optarena.processes import descendants, kill_tree, signal_same
 from optarena.records import AgentStatus
-from optarena.sandbox import AgentSandbox, kill_tree, spawn
+from optarena.sandbox import AgentSandbox, spawn
 
 
 @dataclass(frozen=True)
@@ -44,59 +43,15 @@ class ProcessResult:
     sandbox: dict[str, object] | None = None  # the AgentSandbox report, when one was used
 
 
-def _proc_table() -> dict[int, tuple[int, int]]:
-    """pid -> (parent pid, start time in ticks) of every visible process (Linux; else {})."""
-    out: dict[int, tuple[int, int]] = {}
-    try:
-        names = [n for n in os.listdir("/proc") if n.isdigit()]
-    except OSError:
-        return out
-    for name in names:
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                raw = f.read().decode("ascii", "replace")
-        except OSError:
-            continue
-        fields = raw[raw.rindex(")") + 2 :].split()
-        out[int(name)] = (int(fields[1]), int(fields[19]))
-    return out
-
-
-def descendants(root: int) -> dict[int, int]:
-    """Every live descendant of `root` by parent links (pid -> start ticks), including those
-    that left its process group with `setsid`; taken while `root` still lives."""
-    table = _proc_table()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _start) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    found: dict[int, int] = {}
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found[child] = table[child][1]
-                todo.append(child)
-    return found
-
-
-def _signal_known(pids: dict[int, int], sig: int) -> None:
-    """Signal the processes of a snapshot that are still the same processes (start ticks)."""
-    table = _proc_table()
-    for pid, start in pids.items():
-        if pid in table and table[pid][1] == start:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-
-
 def end_tree(proc: subprocess.Popen[bytes], grace_s: float = 0.0) -> None:
     """End the agent's group via `kill_tree`, and the descendants that left the group while
     their parent chain still led to the agent (snapshot first: a SIGTERM that ends the agent
     orphans them). SIGTERM with `grace_s` to all of them first when given."""
-    escaped = descendants(proc.pid) if proc.poll() is None else {}
+    escaped = descendants([proc.pid]) if proc.poll() is None else {}
     if grace_s > 0 and escaped:
-        _signal_known(escaped, signal.SIGTERM)
+        signal_same(escaped, signal.SIGTERM)
     kill_tree(proc, grace_s=grace_s)
-    _signal_known(escaped, signal.SIGKILL)
+    signal_same(escaped, signal.SIGKILL)
 
 
 def _children_cpu() -> float:

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from optarena.files import printable
 from optarena.records import AgentOutcome
-from optarena.sandbox import printable
 
 MAX_NESTING = 32  # deeper values in an outcome are replaced by a note
 
 
 def storable(value: Any, depth: int = 0) -> Any:
     """`value` as plain JSON data a record can always store: strings (keys too) as
-    `optarena.sandbox.printable` shows them (a lone surrogate as `\\xNN` / `\\uNNNN`),
+    `optarena.files.printable` shows them (a lone surrogate as `\\xNN` / `\\uNNNN`),
     containers nested deeper than `MAX_NESTING` replaced by a note, anything but JSON's
     types as its text."""
     if isinstance(value, str):

@@ -47,9 +47,9 @@ from pydantic import ValidationError
 from optarena.agents._base import AgentRunner, RunContext
 from optarena.agents._process import run_logged, status_of
 from optarena.errors import AgentNotInstalledError, OptarenaError
+from optarena.files import open_untrusted
 from optarena.proxy import Upstreams
 from optarena.records import AgentLimits, AgentOutcome, Usage
-from optarena.sandbox import open_untrusted
 
 PLACEHOLDERS = (
     "prompt_file", "workspace", "logs_dir", "usage_file", "timeout_s", "trial_id", "proxy_url",
@@ -94,7 +94,7 @@ def read_usage_file(
 ) -> tuple[Usage, list[str]]:
     """The usage the command wrote; a file left unchanged since before the run is stale.
     The command wrote it, so it is read as hostile: never through a link, FIFO or hard link
-    below `base` (`optarena.sandbox.open_untrusted`; default: its directory), at most
+    below `base` (`optarena.files.open_untrusted`; default: its directory), at most
     `USAGE_FILE_LIMIT` bytes, and JSON too deeply nested to parse counts as not JSON."""
     try:
         with open_untrusted(path, base) as f:

@@ -5,8 +5,8 @@ chose. Rich interprets `[...]` as markup, and passes terminal escape sequences t
 [1A ESC [2K` moves up and erases a line), bidi overrides (U+202E) reorder what follows, and a
 newline in a file name starts a line that can read like optarena's own (`verdict accepted`);
 a byte that is not UTF-8 cannot be printed at all. So prose keeps its newlines and tabs and
-shows every other such character as an escape (`optarena.sandbox.printable`), and a name is
-shown as one line (`optarena.sandbox.name_line`).
+shows every other such character as an escape (`optarena.files.printable`), and a name is
+shown as one line (`optarena.files.name_line`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.markup import escape as _escape_markup
 
-from optarena.sandbox import name_line, printable
+from optarena.files import name_line, printable
 
 
 def escape(text: str) -> str:

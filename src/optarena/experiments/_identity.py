@@ -37,8 +37,8 @@ from typing import Any
 
 from optarena.agents import create_runner
 from optarena.errors import OptarenaError, SpecError
+from optarena.files import entries_under
 from optarena.records import Condition, ExperimentPlan
-from optarena.sandbox import entries_under
 
 MAX_FILES = 5_000  # per condition: a named directory bigger than this is refused, not skimmed
 MAX_BYTES = 512 * 2**20

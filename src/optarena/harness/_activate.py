@@ -15,8 +15,8 @@ import shutil
 from pathlib import Path
 
 from optarena.agents import skill_dirs
+from optarena.files import copy_entry
 from optarena.harness._registry import Registry
-from optarena.sandbox import copy_entry
 
 
 def export_artifacts(registry: Registry, snapshots: Path, dest: Path) -> list[str]:

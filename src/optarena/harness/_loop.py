@@ -30,6 +30,7 @@ from pathlib import Path
 
 from optarena.agents import AgentLimits, AgentRunner, create_runner, runner_class
 from optarena.errors import OptarenaError
+from optarena.files import copy_entry
 from optarena.harness._activate import export_artifacts
 from optarena.harness._hook import TELEMETRY_LOG, ActiveServer, HarnessHook
 from optarena.harness._prompts import build_prompt, judge_summary, reflect_prompt, repair_prompt
@@ -53,7 +54,6 @@ from optarena.harness._score import better, count_calls, score_of, stop_reason
 from optarena.harness._session import follow_up
 from optarena.ledger import Ledger, TrialRecord, utc_now
 from optarena.records import evolve
-from optarena.sandbox import copy_entry
 from optarena.tasks import Task
 from optarena.trials import TrialConfig, agent_sandbox_spec, run_trial, trial_task, write_starter
 

@@ -19,8 +19,8 @@ from typing import Any, BinaryIO, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from optarena.errors import OptarenaError
+from optarena.files import name_line, open_untrusted, refusal, walk_untrusted
 from optarena.records import RecordKind, migrate_values
-from optarena.sandbox import name_line, open_untrusted, refusal, walk_untrusted
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from optarena.agents import SandboxSpec
+from optarena.files import copy_entry, name_line
 from optarena.harness._registry import (
     KIND_DIRS,
     ArtifactEntry,
@@ -15,7 +16,6 @@ from optarena.harness._registry import (
     not_plain,
 )
 from optarena.harness._vet import Vetting, vet
-from optarena.sandbox import copy_entry, name_line
 
 
 def scan_area(

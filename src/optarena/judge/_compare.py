@@ -14,11 +14,11 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from optarena.errors import OptarenaError
+from optarena.files import temporary_tree
 from optarena.judge._judge import JudgeOptions, judge, new_seed
 from optarena.judge._result import TaskRef
 from optarena.judge.speed import MAIN_STREAM, SpeedOptions, apply_floor, compare_dirs, run_aa
 from optarena.records import AAControl, Comparison
-from optarena.sandbox import temporary_tree
 from optarena.tasks import Task
 
 COMPARE_SCHEMA_VERSION = 1

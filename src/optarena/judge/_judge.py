@@ -13,12 +13,13 @@ from pathlib import Path
 
 from optarena import __version__
 from optarena.errors import MissingPrerequisiteError, OptarenaError
+from optarena.files import temporary_tree
 from optarena.identity import judge_sha256, runtime_fingerprint
 from optarena.judge._result import CandidateRef, Check, JudgeRef, JudgeResult, TaskRef
 from optarena.judge._seal import broken, judge_code_files, take_seal
 from optarena.judge.correctness import Recorder, fail, run_correctness
 from optarena.judge.speed import SpeedOptions, SpeedResult, count_instructions, measure_candidate
-from optarena.sandbox import SandboxPolicy, temporary_tree
+from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task, unmet_requirements
 
 JUDGE_ERROR = "judge_error"  # reason code: the judge itself failed (see `judge`)

@@ -28,7 +28,7 @@ API for other parts of optarena:
   extension's own table; append a `Migration` to `_schema.MIGRATIONS` to add one.
 """
 
-from optarena.ledger._ledger import Ledger, process_start_ticks, utc_now
+from optarena.ledger._ledger import Ledger, utc_now
 from optarena.ledger._paths import DB_NAME, ENV_VAR, default_home, resolve_home
 from optarena.ledger._schema import MIGRATIONS, SCHEMA_VERSION, Migration
 from optarena.ledger._store import ArtifactStore, TreeManifest
@@ -63,7 +63,6 @@ __all__ = [
     "TrialState",
     "TrialVerdict",
     "default_home",
-    "process_start_ticks",
     "resolve_home",
     "utc_now",
 ]

@@ -36,6 +36,7 @@ from optarena.errors import LedgerError
 from optarena.ledger._paths import ARTIFACTS_DIR, DB_NAME, WORK_DIR, resolve_home
 from optarena.ledger._schema import current_version, migrate
 from optarena.ledger._store import ArtifactStore
+from optarena.processes import start_ticks
 from optarena.records import (
     CallRecord,
     Judgement,
@@ -55,16 +56,6 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """A process's start time in clock ticks since boot (Linux); tells a reused pid apart."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[19])  # field 22 of stat(5); fields[0] is field 3
-
-
 def _process_alive(pid: int, start: int | None) -> bool:
     try:
         os.kill(pid, 0)
@@ -72,7 +63,7 @@ def _process_alive(pid: int, start: int | None) -> bool:
         return False
     except PermissionError:
         pass  # exists, owned by someone else
-    return start is None or process_start_ticks(pid) in (None, start)
+    return start is None or start_ticks(pid) in (None, start)
 
 
 # What `_make_private` tightens: the directory itself and what optarena creates in it.

@@ -22,7 +22,7 @@ from typing import BinaryIO
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from optarena.errors import LedgerError
-from optarena.sandbox import Walk, name_line, open_untrusted, refusal, walk_untrusted
+from optarena.files import Walk, name_line, open_untrusted, refusal, walk_untrusted
 
 _CHUNK = 1 << 20
 
@@ -70,7 +70,7 @@ class ArtifactStore:
 
     def put_file(self, src: Path) -> str:
         """Store the bytes of a file optarena wrote (for one an agent could have written, open
-        it with `optarena.sandbox.open_untrusted` and use `put_stream`)."""
+        it with `optarena.files.open_untrusted` and use `put_stream`)."""
         with open(src, "rb") as f:
             return self.put_stream(f)
 
@@ -90,7 +90,7 @@ class ArtifactStore:
         self, root: Path, max_entries: int = 10_000
     ) -> tuple[dict[str, str], list[str]]:
         """Store the plain files under `root`, a directory an agent could write (logs), never
-        through anything it made there (`optarena.sandbox.walk_untrusted`), looking at most at
+        through anything it made there (`optarena.files.walk_untrusted`), looking at most at
         `max_entries` entries. Returns relative path (as `name_line`) -> sha, and what was left
         out, with why."""
         stored: dict[str, str] = {}

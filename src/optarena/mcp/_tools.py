@@ -23,11 +23,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from optarena.files import UntrustedFileError, copy_untrusted
 from optarena.judge import JudgeOptions, JudgeResult, judge
 from optarena.mcp._errors import ToolInputError
 from optarena.mcp._profile import MAX_CALLS, MAX_TOP, profile_candidate
 from optarena.records import ToolCallRecord, ToolCallStatus, arguments_sha256
-from optarena.sandbox import UntrustedFileError, copy_untrusted
 from optarena.tasks import Task, in_scope
 
 TOOL_NAMES = ("task_info", "check_correctness", "measure", "profile")

@@ -1,10 +1,11 @@
 """The sandbox a coding agent runs in: it may change its workspace, and nothing else.
 
 The candidate is sandboxed by the judge; this contains the agent that writes it, with the same
-machinery (`_uids`, `_cgroup`, `_mounts`, `_process`), because an agent running as the user
-who started optarena could otherwise rewrite the installed judge, the ledger, the task package
-or other trials, and reach any address. Measures, each used where the machine allows it and
-reported either way (`report()`, recorded as the trial's `agent_sandbox`):
+machinery (`_uids`, `_cgroup`, `_mounts`, `_process`, and `_steps` for taking and reporting
+each measure), because an agent running as the user who started optarena could otherwise
+rewrite the installed judge, the ledger, the task package or other trials, and reach any
+address. Measures, each used where the machine allows it and reported either way
+(`report()`, recorded as the trial's `agent_sandbox`):
 
 - **user**: when optarena runs as root, a dedicated unprivileged uid per agent (leased like a
   worker's), owning only the agent's writable directories for the length of the run;
@@ -48,6 +49,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from optarena.errors import OptarenaError
+from optarena.files import lchown_tree
+from optarena.processes import (
+    kill_tree,
+    namespace_of,
+    signal_all,
+    stop_then_kill,
+)
 from optarena.sandbox import _linux
 from optarena.sandbox._agent_child import AgentChildPlan, agent_child_setup, under_any
 from optarena.sandbox._agent_net import UnixBridge
@@ -55,19 +63,11 @@ from optarena.sandbox._agent_sweep import AgentCgroup, owned_name, remove_socket
 from optarena.sandbox._cgroup import PidsCgroup
 from optarena.sandbox._mounts import SCRATCH_DIRS, Mask, blockers, plan_masks, private_root
 from optarena.sandbox._probe import Capabilities
-from optarena.sandbox._process import ResourceLimits, kill_tree, spawn
+from optarena.sandbox._process import ResourceLimits, spawn
 from optarena.sandbox._root import RootPlan
 from optarena.sandbox._sandbox import _fd_ceiling, interpreter_paths, probe
-from optarena.sandbox._tree import (
-    descendants,
-    is_zombie,
-    namespace_of,
-    pids_in_namespace,
-    signal_all,
-    stop_then_kill,
-)
+from optarena.sandbox._steps import IsolationSteps, members
 from optarena.sandbox._uids import UidLease, lease_uid
-from optarena.sandbox._untrusted import lchown_tree
 
 RELAY = str(Path(__file__).with_name("_agent_relay.py"))
 OPTARENA_PACKAGE = str(Path(__file__).resolve().parents[1])
@@ -144,24 +144,26 @@ class AgentSandbox:
         self.bridges: list[UnixBridge] = []
         self.bridge_refused = 0  # connections the bridges closed over their limit
         self.namespace: tuple[str, str] | None = None
-        self.measures: dict[str, str] = {}
-        self.notes: list[str] = []
+        self.steps = IsolationSteps()
         self.timing = _Timing()
         self._nproc: int | None = None
         self._given: list[Path] = []  # directories chowned to the agent's uid, to take back
         self.shown: list[str] = []  # what its private root binds (empty: none was built)
 
+    @property
+    def measures(self) -> dict[str, str]:
+        """Each measure's state in words (the report's values)."""
+        return self.steps.measures
+
+    @property
+    def notes(self) -> list[str]:
+        """Why a measure that was wanted is missing."""
+        return self.steps.notes
+
     # -- starting ---------------------------------------------------------------------------
 
     def _measure(self, name: str, wanted: bool, why_not: str | None) -> bool:
-        if not self.policy.enabled or not wanted:
-            self.measures[name] = "off"
-            return False
-        if why_not is not None:
-            self.measures[name] = "unavailable"
-            self.notes.append(f"{name}: {why_not}")
-            return False
-        return True
+        return self.steps.wanted(name, self.policy.enabled and wanted, why_not)
 
     def _needed(self) -> list[str]:
         """What must stay reachable: the interpreter (the relay runs on it, and the agent's
@@ -194,24 +196,23 @@ class AgentSandbox:
         )
 
     def _lease_uid(self, root: bool, use_mounts: bool, needed: list[str]) -> None:
-        if not self.policy.enabled or not self.policy.user:
-            self.measures["user"] = "off"
+        if not self._measure("user", self.policy.user, None):
             return
         if not root:
-            self.measures["user"] = f"same (uid {os.getuid()}: optarena is not root)"
+            self.steps.record("user", f"same (uid {os.getuid()}: optarena is not root)")
             return
         if not use_mounts and blockers(needed, 1_500_000, 1_500_000):
-            self.measures["user"] = "same (root)"
-            self.notes.append(
-                "user: an unprivileged uid cannot reach the agent's tools without a mount "
-                "namespace; the agent runs as root and read-only mounts would not bind it"
+            self.steps.record(
+                "user",
+                "same (root)",
+                "an unprivileged uid cannot reach the agent's tools without a mount namespace; "
+                "the agent runs as root and read-only mounts would not bind it",
             )
             return
-        try:
-            self.lease = lease_uid()
-        except OSError as e:
-            self.measures["user"] = "same (root)"
-            self.notes.append(f"user: no uid lease ({e})")
+        self.lease = self.steps.attempt(
+            "user", lease_uid, state="same (root)", why="no uid lease ({})"
+        )
+        if self.lease is None:
             return
         for path in dict.fromkeys([*self.writable, *([self.home] if self.home else [])]):
             lchown_tree(path, self.lease.uid, self.lease.gid)
@@ -221,19 +222,15 @@ class AgentSandbox:
     def _make_cgroup(self, unavailable: str | None, base: Path | None, helpers: int) -> None:
         """`helpers`: optarena's own processes in the cgroup (a PID namespace's holder and
         init), allowed on top of the policy's limit."""
-        if not self.policy.enabled or not self.policy.cgroup:
-            self.measures["cgroup"] = "off"
+        why_not = None if base is not None else str(unavailable)
+        if not self._measure("cgroup", self.policy.cgroup, why_not) or base is None:
             return
-        if base is None:
-            self.measures["cgroup"] = "unavailable"
-            self.notes.append(f"cgroup: {unavailable}")
-            return
-        try:
-            self.cgroup = AgentCgroup(base, self.policy.max_processes + helpers)
-            self.measures["cgroup"] = f"pids.max={self.policy.max_processes}"
-        except OSError as e:
-            self.measures["cgroup"] = "unavailable"
-            self.notes.append(f"cgroup: {e}")
+        where = base
+        self.cgroup = self.steps.attempt(
+            "cgroup", lambda: AgentCgroup(where, self.policy.max_processes + helpers)
+        )
+        if self.cgroup is not None:
+            self.steps.record("cgroup", f"pids.max={self.policy.max_processes}")
 
     def _open_bridges(self) -> None:
         """One Unix socket per allowed port, in a fresh directory under /run (or the temp
@@ -399,16 +396,7 @@ class AgentSandbox:
 
     def members(self) -> set[int]:
         """Every live process of the agent, its first one included."""
-        if self.proc is None:
-            return set()
-        if self.cgroup is not None:
-            return self.cgroup.procs()
-        if self.lease is not None:
-            return self.lease.processes()
-        found = {self.proc.pid} | descendants([self.proc.pid])
-        if self.namespace is not None:  # orphans reparented away are still in the namespace
-            found |= pids_in_namespace(*self.namespace)
-        return {p for p in found if not is_zombie(p)}
+        return members(self.proc, self.cgroup, self.lease, self.namespace, live=True)
 
     # -- ending -----------------------------------------------------------------------------
 
@@ -457,24 +445,15 @@ class AgentSandbox:
     def report(self) -> dict[str, Any]:
         """Which measures were active for the agent, in words (the trial's `agent_sandbox`)."""
         m = self.measures
-        cgroup = m.get("cgroup", "off")
-        processes = [cgroup] if cgroup.startswith("pids") else []
-        if self._nproc:
-            processes.append(f"rlimit nproc={self._nproc}")
-        user = m.get("user", "off")
-        cleanup = (
-            "cgroup" if cgroup.startswith("pids") else "uid" if user.startswith("uid") else
-            "process tree"
-        )  # fmt: skip
         return {
             "enabled": self.policy.enabled,
-            "user": user,
+            "user": m.get("user", "off"),
             "network": m.get("network", "off"),
             "mounts": m.get("mounts", "off"),
             "ipc": m.get("ipc", "host"),
             "pid": m.get("pid", "host /proc"),
-            "processes": ", ".join(processes) or "not enforced",
-            "cleanup": cleanup,
+            "processes": self.steps.processes(self._nproc),
+            "cleanup": self.steps.cleanup(),
             "writable": [str(w) for w in self.writable],
             # With a private root everything not `visible` is absent, `hidden` included.
             "visible": list(self.shown) if self.shown else None,

@@ -19,26 +19,18 @@ import stat
 import tempfile
 from pathlib import Path
 
+from optarena.processes import all_pids, real_uid, start_ticks
 from optarena.sandbox._cgroup import PidsCgroup, find_pids_root
-from optarena.sandbox._tree import all_pids, real_uid
 from optarena.sandbox._uids import UID_BASE, UID_SLOTS, UidLease, _lock_dir
 
 CGROUP_PREFIX = "optarena-agent-"
-
-
-def _start_ticks(pid: int) -> int | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(raw[raw.rindex(")") + 2 :].split()[19])
 
 
 def owned_name() -> str:
     """`optarena-agent-<pid>-<start ticks>-<hex>`: a name that says which process made it, so
     that a sweep can tell a live owner from a dead one whose pid was reused."""
     pid = os.getpid()
-    return f"{CGROUP_PREFIX}{pid}-{_start_ticks(pid)}-{secrets.token_hex(4)}"
+    return f"{CGROUP_PREFIX}{pid}-{start_ticks(pid)}-{secrets.token_hex(4)}"
 
 
 def _owner_gone(name: str) -> bool:
@@ -70,7 +62,7 @@ class AgentCgroup(PidsCgroup):
 
 
 def _owner_alive(pid: int, ticks: int | None) -> bool:
-    return _start_ticks(pid) == ticks if ticks is not None else Path(f"/proc/{pid}").exists()
+    return start_ticks(pid) == ticks if ticks is not None else Path(f"/proc/{pid}").exists()
 
 
 def remove_socket_dir(path: Path) -> bool:

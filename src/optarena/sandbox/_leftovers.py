@@ -28,8 +28,8 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from optarena.files import Entry, walk_untrusted
 from optarena.sandbox import _linux
-from optarena.sandbox._untrusted import Entry, walk_untrusted
 
 WRITABLE_ROOTS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/run/shm", "/dev/mqueue")
 IPC_RMID = 0

@@ -1,25 +1,19 @@
-"""Starting untrusted processes in their own session with resource limits, and ending them.
+"""Starting untrusted processes in their own session with resource limits.
 
 Every process optarena starts for a candidate or an agent gets a new session (so its whole
-process group can be signalled) and, for candidates, rlimits set in the child before exec.
-`kill_tree` also reaches descendants that left the group (`setsid`) while their parent chain
-still leads back; a worker's complete cleanup (detached daemons too) is `Sandbox.close`.
+process group can be signalled, by `optarena.processes.kill_tree`) and, for candidates, rlimits
+set in the child before exec. A worker's complete cleanup (detached daemons too) is
+`Sandbox.close`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import resource
-import signal
 import subprocess
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
-
-from optarena.sandbox._tree import descendants, stop_then_kill
 
 MiB = 1024 * 1024
 
@@ -101,29 +95,3 @@ def spawn(
         start_new_session=True,
         preexec_fn=_preexec(limits, setup),
     )
-
-
-def kill_tree(proc: subprocess.Popen[bytes], grace_s: float = 0.0) -> None:
-    """End the process, its group and its descendants, and reap it.
-
-    SIGTERM to the group first when a grace period is given. Descendants are found from parent
-    links while everything is stopped, so a child that called `setsid` is reached as long as it
-    has not been orphaned; an already-orphaned daemon is not (that needs a Sandbox).
-    """
-    pgid = proc.pid  # start_new_session: the child leads its own group
-    if grace_s > 0 and proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGSTOP)  # a stopped group cannot fork while we look
-    if proc.poll() is None:
-        stop_then_kill(lambda: descendants([proc.pid]))
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5)

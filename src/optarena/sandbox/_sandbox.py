@@ -39,6 +39,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
+from optarena.files import lchown_tree
+from optarena.processes import (
+    children_of,
+    continue_all,
+    is_zombie,
+    kill_tree,
+    namespace_of,
+    signal_all,
+    stop_all,
+    stop_then_kill,
+    wait_dead,
+)
 from optarena.sandbox import _linux, _seccomp
 from optarena.sandbox._cgroup import FEATURES, WorkerCgroups
 from optarena.sandbox._child import ChildPlan, child_setup
@@ -50,22 +62,10 @@ from optarena.sandbox._leftovers import (
 )
 from optarena.sandbox._mounts import WORKER_SCRATCH, Mask, blockers, plan_masks, private_root
 from optarena.sandbox._probe import Capabilities, interpreter_paths, probe
-from optarena.sandbox._process import MiB, ResourceLimits, kill_tree, spawn
+from optarena.sandbox._process import MiB, ResourceLimits, spawn
 from optarena.sandbox._root import RootPlan
-from optarena.sandbox._tree import (
-    children_of,
-    continue_all,
-    descendants,
-    is_zombie,
-    namespace_of,
-    pids_in_namespace,
-    signal_all,
-    stop_all,
-    stop_then_kill,
-    wait_dead,
-)
+from optarena.sandbox._steps import IsolationSteps, members
 from optarena.sandbox._uids import UidLease, lease_uid
-from optarena.sandbox._untrusted import lchown_tree
 
 __all__ = ["Capabilities", "Sandbox", "SandboxPolicy", "interpreter_paths", "probe"]
 
@@ -148,8 +148,7 @@ class Sandbox:
         self.proc: subprocess.Popen[bytes] | None = None
         self.lease: UidLease | None = None
         self.cgroup: WorkerCgroups | None = None
-        self.notes: list[str] = []
-        self.measures: dict[str, str] = {}
+        self.steps = IsolationSteps()
         self.userns = False
         self.namespace: tuple[str, str] | None = None  # (kind, id) shared by all its processes
         self._helpers: set[int] = set()  # holder and init of the PID namespace (ours, not its)
@@ -160,30 +159,35 @@ class Sandbox:
         self._sources: tuple[str | None, str | None] = (None, None)  # cpu, freezer (kept
         # after close, for the report)
 
+    @property
+    def measures(self) -> dict[str, str]:
+        """Each measure's state in words (the report's values)."""
+        return self.steps.measures
+
+    @property
+    def notes(self) -> list[str]:
+        """Why a measure that was wanted is missing, and what the cleanup removed."""
+        return self.steps.notes
+
     # -- starting ---------------------------------------------------------------------------
 
     def _lease_uid(self, caps: Capabilities, use_mounts: bool, needed: list[str]) -> None:
-        if not self.policy.user:
-            self.measures["user"] = "off"
+        if not self.steps.wanted("user", self.policy.user):
             return
         if not caps.root:
-            self.measures["user"] = "same"
-            self.notes.append("user: the judge is not root, so the worker keeps its uid")
+            self.steps.record("user", "same", "the judge is not root, so the worker keeps its uid")
             return
         if not use_mounts:
             probe_uid = 1_500_000
             if blockers(needed, probe_uid, probe_uid):
-                self.measures["user"] = "same"
-                self.notes.append(
-                    "user: an unprivileged uid cannot reach the interpreter "
-                    "without a mount namespace"
+                self.steps.record(
+                    "user",
+                    "same",
+                    "an unprivileged uid cannot reach the interpreter without a mount namespace",
                 )
                 return
-        try:
-            self.lease = lease_uid()
-        except OSError as e:
-            self.measures["user"] = "same"
-            self.notes.append(f"user: no uid lease ({e})")
+        self.lease = self.steps.attempt("user", lease_uid, state="same", why="no uid lease ({})")
+        if self.lease is None:
             return
         if self.lease.was_dirty and self.policy.sweep:
             self._sweep(everything=True)  # a judge died before its sweep: do it first
@@ -203,26 +207,25 @@ class Sandbox:
 
     def _make_cgroup(self, caps: Capabilities, helpers: int) -> None:
         """Create this worker's cgroups; `helpers`: our own processes inside (pid namespace)."""
-        if not self.policy.cgroup:
-            self.measures["cgroup"] = "off"
+        if not self.steps.wanted("cgroup", self.policy.cgroup):
             return
         layout = caps.cgroups.only(self._cgroup_features())
         for feature, why in layout.why_not.items():
             self.notes.append(f"cgroup {feature}: {why}")
         if not layout.chosen:
-            self.measures["cgroup"] = "unavailable"
+            self.steps.record("cgroup", "unavailable")
             return
         mem = self.limits.address_space_mb
-        try:
-            self.cgroup = WorkerCgroups(
+        self.cgroup = self.steps.attempt(
+            "cgroup",
+            lambda: WorkerCgroups(
                 layout,
                 max_pids=(self.limits.processes or 64) + helpers,
                 memory_bytes=mem * MiB if mem is not None else None,
                 cpus=self.cpus,
-            )
-        except OSError as e:
-            self.measures["cgroup"] = "unavailable"
-            self.notes.append(f"cgroup: {e}")
+            ),
+        )
+        if self.cgroup is None:
             return
         if "pids" in layout.chosen:
             self.measures["cgroup"] = f"pids.max={self.limits.processes or 64}"
@@ -233,16 +236,6 @@ class Sandbox:
         if "cpuset" in layout.chosen and self.cpus is not None:
             self.measures["cpuset"] = "cpus " + ",".join(str(c) for c in self.cpus)
         self._sources = (self.cgroup.cpu_source(), self.cgroup.freeze_source())
-
-    def _ns_measure(self, name: str, wanted: bool, why_not: str | None) -> bool:
-        if not wanted:
-            self.measures[name] = "off"
-            return False
-        if why_not is not None:
-            self.measures[name] = "unavailable"
-            self.notes.append(f"{name}: {why_not}")
-            return False
-        return True
 
     def _private_root(self, needed: list[str], fresh_proc: bool) -> RootPlan:
         """Default-deny (`_root`): only the system, the toolchain, `needed`, the workdir and
@@ -281,11 +274,11 @@ class Sandbox:
 
     def _plan(self) -> tuple[ChildPlan, ResourceLimits]:
         caps = probe()
-        use_net = self._ns_measure("network", self.policy.network, caps.netns)
-        use_mnt = self._ns_measure("mounts", self.policy.mounts, caps.mountns)
-        use_pid = self._ns_measure("pid", self.policy.pid, caps.pidns)
-        use_ipc = self._ns_measure("ipc", self.policy.ipc, caps.ipcns)
-        use_ro = use_mnt and self._ns_measure(
+        use_net = self.steps.wanted("network", self.policy.network, caps.netns)
+        use_mnt = self.steps.wanted("mounts", self.policy.mounts, caps.mountns)
+        use_pid = self.steps.wanted("pid", self.policy.pid, caps.pidns)
+        use_ipc = self.steps.wanted("ipc", self.policy.ipc, caps.ipcns)
+        use_ro = use_mnt and self.steps.wanted(
             "filesystem", self.policy.readonly_root, caps.readonly_root
         )
         if not use_mnt:
@@ -317,7 +310,7 @@ class Sandbox:
             if on:
                 self.measures[name] = "namespace" if name != "network" else "netns"
         self._contained = use_ro and use_ipc  # then the uid cannot have left anything
-        use_seccomp = self._ns_measure("seccomp", self.policy.seccomp, _seccomp.why_unavailable())
+        use_seccomp = self.steps.wanted("seccomp", self.policy.seccomp, _seccomp.why_unavailable())
         if use_seccomp:
             self.measures["seccomp"] = "filter (namespaces, timers, keyrings, splice, ... refused)"
         # RLIMIT_NPROC counts the tasks of a real uid: exact for a leased uid, and inside a user
@@ -438,16 +431,7 @@ class Sandbox:
 
     def members(self) -> set[int]:
         """Every live process of this sandbox, the worker (and our helpers) included."""
-        if self.proc is None:
-            return set()
-        if self.cgroup is not None:
-            return self.cgroup.procs()
-        if self.lease is not None:
-            return self.lease.processes()
-        found = {self.proc.pid} | descendants([self.proc.pid])
-        if self.namespace is not None:  # orphans reparented away are still in the namespace
-            found |= pids_in_namespace(*self.namespace)
-        return found
+        return members(self.proc, self.cgroup, self.lease, self.namespace)
 
     def strays(self) -> set[int]:
         """Processes the candidate started that are still running (zombies do not count)."""
@@ -578,14 +562,8 @@ class Sandbox:
     def report(self) -> dict[str, Any]:
         """Which measures were active for this worker, in words (part of the verdict)."""
         m = dict(self.measures)
-        cleanup = (
-            "cgroup"
-            if m.get("cgroup", "off") not in ("off", "unavailable")
-            else ("uid" if m.get("user", "").startswith("uid") else "process tree")
-        )
-        processes = [m["cgroup"]] if m.get("cgroup", "").startswith("pids") else []
-        if (m.get("user", "").startswith("uid") or self.userns) and self.limits.processes:
-            processes.append(f"rlimit nproc={self.limits.processes}")
+        uid_or_userns = m.get("user", "").startswith("uid") or self.userns
+        nproc = self.limits.processes if uid_or_userns else None
         memory = [f"rlimit address space {self.limits.address_space_mb} MiB"]
         if "memory" in m:
             memory.append(m["memory"])
@@ -599,8 +577,8 @@ class Sandbox:
             "filesystem": m.get("filesystem", "unavailable"),
             "pid": m.get("pid", "unavailable"),
             "ipc": m.get("ipc", "unavailable"),
-            "processes": ", ".join(processes) or "not enforced",
-            "cleanup": cleanup,
+            "processes": self.steps.processes(nproc),
+            "cleanup": self.steps.cleanup(),
             "leftovers": leftovers,
             "guard": "audit hook" if self.policy.guard else "off",
             "cpu_accounting": self.cpu_source,

@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from optarena.sandbox._tree import pids_of_uid, stop_then_kill
+from optarena.processes import pids_of_uid, stop_then_kill
 
 UID_BASE = 1_500_000  # far above distribution ranges (system < 1000, users < 60000, nobody)
 UID_SLOTS = 4096

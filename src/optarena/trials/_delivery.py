@@ -3,7 +3,7 @@ artifact store, or, for a workspace that cannot be read safely, the refusal as t
 
 Everything here reads what the agent could have written (the logs directory a command agent
 may write, files a runner names as logs), so every read goes through
-`optarena.sandbox.open_untrusted` / `walk_untrusted`: never through a link, FIFO or hard link
+`optarena.files.open_untrusted` / `walk_untrusted`: never through a link, FIFO or hard link
 the agent made.
 """
 
@@ -14,10 +14,10 @@ import shutil
 from pathlib import Path
 
 from optarena import __version__
+from optarena.files import name_line, open_untrusted, remove_tree
 from optarena.identity import judge_sha256
 from optarena.ledger import Judgement, Ledger, TrialRecord, utc_now
 from optarena.records import AgentOutcome, TrialPaths, evolve
-from optarena.sandbox import name_line, open_untrusted, remove_tree
 from optarena.trials._workspace import Delivery, DeliveryRefused
 
 

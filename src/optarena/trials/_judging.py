@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from optarena.files import name_line
 from optarena.judge import JudgeOptions, JudgeResult, judge
 from optarena.ledger import ArtifactStore, Judgement, JudgeSettings, utc_now
 from optarena.records import JudgementKind, Metrics, TrialVerdict
-from optarena.sandbox import name_line
 from optarena.tasks import Task
 
 JudgeFn = Callable[[Task, Path, JudgeOptions], JudgeResult]

@@ -47,6 +47,7 @@ from optarena.agents import (
     runner_ref,
 )
 from optarena.errors import LedgerError, OptarenaError
+from optarena.files import printable
 from optarena.identity import code_references, judge_sha256, runtime_fingerprint
 from optarena.judge import JudgeTamperedError
 from optarena.ledger import (
@@ -55,11 +56,10 @@ from optarena.ledger import (
     JudgeSettings,
     Ledger,
     TrialRecord,
-    process_start_ticks,
     utc_now,
 )
+from optarena.processes import start_ticks
 from optarena.records import TrialPaths, evolve
-from optarena.sandbox import printable
 from optarena.tasks import Task
 from optarena.tasks.external import FrozenExternal
 from optarena.trials._containment import agent_sandbox_spec
@@ -204,7 +204,7 @@ def start_record(
         created_at=utc_now(),
         host=socket.gethostname(),
         pid=os.getpid(),
-        pid_start=process_start_ticks(os.getpid()),
+        pid_start=start_ticks(os.getpid()),
         task=trial_task(config.task).info,
         agent=AgentInfo(
             name=config.agent,

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Protocol
 
 from optarena.errors import MissingPrerequisiteError, OptarenaError
+from optarena.files import copy_untrusted, remove_tree, survey
 from optarena.ledger import ChangedFile
 from optarena.records import ChangeKind
-from optarena.sandbox import copy_untrusted, remove_tree, survey
 from optarena.tasks import Task, in_scope
 
 PROMPT_NAME = "TASK.md"
@@ -174,7 +174,7 @@ class DeliveryRefused(Exception):
 def check_delivery(workspace: Path, limits: WorkspaceLimits) -> None:
     """Survey the workspace before git or a copy reads it (bounded by the entry limit) and
     raise DeliveryRefused for what must not be read: a size over the limits, or an entry
-    optarena would refuse (`optarena.sandbox.survey`: a FIFO, socket or device, a hard link
+    optarena would refuse (`optarena.files.survey`: a FIFO, socket or device, a hard link
     to a file others may not read, a name that is not UTF-8, a path nested too deep)."""
     found = survey(workspace, skip=(".git",), max_entries=limits.max_entries)
     refusals: list[tuple[str, str]] = []

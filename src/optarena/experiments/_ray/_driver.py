@@ -54,9 +54,10 @@ from optarena.experiments._ray._transfer import (
 from optarena.experiments._ray._worker import AgentJob
 from optarena.experiments._schedule import ScheduledTrial
 from optarena.experiments._state import KEY_LABEL, ExperimentState
-from optarena.ledger import Ledger, TrialRecord, process_start_ticks
+from optarena.files import printable
+from optarena.ledger import Ledger, TrialRecord
+from optarena.processes import start_ticks
 from optarena.records import evolve, load_trial
-from optarena.sandbox import printable
 from optarena.tasks import Task
 from optarena.tasks.external import FrozenExternal
 from optarena.trials import sigterm_interrupts
@@ -227,7 +228,7 @@ class RayAttempt:
         if record.id != job.trial_id or record.labels.get(KEY_LABEL) != s.key:
             raise TransferError(f"node {msg.node} began trial {record.id}, not {job.trial_id}")
         pid = os.getpid()
-        mine = {"host": socket.gethostname(), "pid": pid, "pid_start": process_start_ticks(pid)}
+        mine = {"host": socket.gethostname(), "pid": pid, "pid_start": start_ticks(pid)}
         ledger.begin_trial(evolve(record, state="running", **mine))
         self.emit("node", s, None, msg.node)
 

@@ -28,8 +28,8 @@ from optarena.experiments._ray._transfer import (
     TransferError,
     pack,
 )
+from optarena.files import printable
 from optarena.ledger import Ledger
-from optarena.sandbox import printable
 from optarena.trials import TrialConfig, TrialHook, run_trial, start_record, trial_task
 
 STAGING_ENV = "OPTARENA_RAY_STAGING"  # where nodes keep their staging ledgers (default: tmp)

@@ -22,8 +22,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from optarena.files import copy_entry, remove_tree
 from optarena.judge.external._tree import entry_digest, tree_digests
-from optarena.sandbox import copy_entry, remove_tree
 
 _MANIFEST = "manifest.json"
 

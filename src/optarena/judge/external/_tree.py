@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from optarena.sandbox import copy_entry, entries_under, remove_tree
+from optarena.files import copy_entry, entries_under, remove_tree
 
 _CHUNK = 1 << 20
 

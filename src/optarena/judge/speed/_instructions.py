@@ -19,11 +19,12 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from optarena.files import temporary_tree
 from optarena.judge.client import WorkerClient, WorkerError
 from optarena.judge.correctness import derive_seed, load_request
 from optarena.judge.speed._stats import median
 from optarena.records import Instructions, evolve
-from optarena.sandbox import SandboxPolicy, temporary_tree
+from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task
 
 CALLS_PER_WORKLOAD = 3  # the first is a warm-up, the median of the rest is reported

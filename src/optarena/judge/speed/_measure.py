@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from optarena.errors import OptarenaError
+from optarena.files import remove_tree
 from optarena.judge.correctness import derive_seed
 from optarena.judge.speed._arms import pair_dirs
 from optarena.judge.speed._integrity import ArmCalls, check_waiting
@@ -31,7 +32,7 @@ from optarena.judge.speed._pair import (
 from optarena.judge.speed._report import OVERALL, Report
 from optarena.judge.speed._stats import Estimate, decided, estimate, log_threshold, mean_rows
 from optarena.records import Clock, Comparison, Integrity, SpeedProtocol, StopReason
-from optarena.sandbox import SandboxPolicy, remove_tree
+from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task
 
 Progress = Callable[[str, float], None]

@@ -1,4 +1,11 @@
-"""Finding and ending whole process trees from /proc, including children that left the group.
+"""Reading processes from /proc, and finding and ending whole process trees, including
+children that left the group.
+
+One reader of `/proc/PID/stat` (`parse_stat`, `stat_of`): a process's parent, state and start
+time. A pid alone does not name a process, since the kernel reuses it once the process is
+reaped; the pid with its start time (`start_ticks`) does, so a snapshot of a tree
+(`descendants`: pid -> start time) can be signalled later without reaching a stranger that
+inherited a pid (`signal_same`).
 
 A process group is not a tree: a grandchild that calls `setsid` leaves its group, and a double
 fork reparents it away from its creator. These helpers read parent links (and, for a dedicated
@@ -12,8 +19,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 PROC = "/proc"
@@ -21,19 +29,39 @@ PROC = "/proc"
 
 @dataclass(frozen=True)
 class ProcInfo:
+    """What optarena reads of one process (or thread) from its `stat` line."""
+
     pid: int
     ppid: int
-    state: str
+    state: str  # R, S, D, T (stopped), t (traced), Z (zombie), X (dead), ...
+    start: int  # start time in clock ticks since boot: with the pid, it names one process
 
 
-def _stat(pid: int) -> ProcInfo | None:
+def parse_stat(pid: int, raw: bytes) -> ProcInfo:
+    """The fields of a `/proc/PID/stat` line (stat(5)). The command name (field 2, in
+    parentheses) may hold spaces, parentheses and any byte, so the fields after it are
+    counted from the last `)`."""
+    text = raw.decode("ascii", "replace")
+    fields = text[text.rindex(")") + 2 :].split()  # fields[0] is field 3 of stat(5)
+    return ProcInfo(pid=pid, ppid=int(fields[1]), state=fields[0], start=int(fields[19]))
+
+
+def stat_of(pid: int, tid: int | str | None = None) -> ProcInfo | None:
+    """`pid`'s stat (or that of its thread `tid`), or None once it is gone (or unreadable)."""
+    path = f"{PROC}/{pid}/stat" if tid is None else f"{PROC}/{pid}/task/{tid}/stat"
     try:
-        with open(f"{PROC}/{pid}/stat", "rb") as f:
-            raw = f.read().decode("ascii", "replace")
+        with open(path, "rb") as f:
+            raw = f.read()
     except OSError:
         return None
-    rest = raw[raw.rindex(")") + 2 :].split()  # the command name may contain spaces
-    return ProcInfo(pid=pid, ppid=int(rest[1]), state=rest[0])
+    return parse_stat(pid if tid is None else int(tid), raw)
+
+
+def start_ticks(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (field 22 of stat(5)), or None when it
+    cannot be read; tells a reused pid apart."""
+    info = stat_of(pid)
+    return info.start if info is not None else None
 
 
 def all_pids() -> list[int]:
@@ -44,27 +72,32 @@ def all_pids() -> list[int]:
 
 
 def process_table() -> dict[int, ProcInfo]:
-    """pid -> (ppid, state) for every process visible now."""
+    """pid -> its stat (parent, state, start time) for every process visible now."""
     out: dict[int, ProcInfo] = {}
     for pid in all_pids():
-        info = _stat(pid)
+        info = stat_of(pid)
         if info is not None:
             out[pid] = info
     return out
 
 
-def descendants(roots: Iterable[int], table: dict[int, ProcInfo] | None = None) -> set[int]:
-    """Every live process whose parent chain reaches one of `roots` (roots excluded)."""
+def descendants(
+    roots: Iterable[int], table: Mapping[int, ProcInfo] | None = None
+) -> dict[int, int]:
+    """Every live process whose parent chain reaches one of `roots` (roots excluded), each
+    with its start time (pid -> start ticks), including those that left the roots' process
+    group with `setsid`; taken while the roots still live. The start times let a later
+    `signal_same` skip a pid the kernel has given to another process meanwhile."""
     table = process_table() if table is None else table
     children: dict[int, list[int]] = {}
     for info in table.values():
         children.setdefault(info.ppid, []).append(info.pid)
-    found: set[int] = set()
+    found: dict[int, int] = {}
     stack = list(roots)
     while stack:
         for child in children.get(stack.pop(), ()):
             if child not in found:
-                found.add(child)
+                found[child] = table[child].start
                 stack.append(child)
     return found
 
@@ -109,7 +142,8 @@ def pids_in_namespace(kind: str, ns: str) -> set[int]:
 
 
 def is_zombie(pid: int) -> bool:
-    info = _stat(pid)
+    """Whether `pid` is a zombie, dead, or gone."""
+    info = stat_of(pid)
     return info is None or info.state in ("Z", "X")
 
 
@@ -119,6 +153,15 @@ def signal_all(pids: Iterable[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
+def signal_same(snapshot: Mapping[int, int], sig: int) -> None:
+    """Signal the processes of a snapshot (pid -> start ticks, as `descendants` gives) that
+    are still the same processes: a pid now held by another process is left alone."""
+    for pid, start in snapshot.items():
+        if start_ticks(pid) == start:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+
 def _threads_stopped(pid: int) -> bool:
     """Whether every thread of `pid` is stopped (or gone): a group stop is complete only then."""
     try:
@@ -126,12 +169,8 @@ def _threads_stopped(pid: int) -> bool:
     except OSError:
         return True
     for tid in tids:
-        try:
-            with open(f"{PROC}/{pid}/task/{tid}/stat", "rb") as f:
-                raw = f.read().decode("ascii", "replace")
-        except OSError:
-            continue
-        if raw[raw.rindex(")") + 2 :].split()[0] not in ("T", "t", "Z", "X"):
+        info = stat_of(pid, tid)
+        if info is not None and info.state not in ("T", "t", "Z", "X"):
             return False
     return True
 
@@ -186,3 +225,29 @@ def wait_dead(pids: Iterable[int], timeout_s: float = 2.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and any(not is_zombie(p) for p in pids):
         time.sleep(0.002)
+
+
+def kill_tree(proc: subprocess.Popen[bytes], grace_s: float = 0.0) -> None:
+    """End the process, its group and its descendants, and reap it.
+
+    SIGTERM to the group first when a grace period is given. Descendants are found from parent
+    links while everything is stopped, so a child that called `setsid` is reached as long as it
+    has not been orphaned; an already-orphaned daemon is not (that needs a Sandbox).
+    """
+    pgid = proc.pid  # start_new_session: the child leads its own group
+    if grace_s > 0 and proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGSTOP)  # a stopped group cannot fork while we look
+    if proc.poll() is None:
+        stop_then_kill(lambda: set(descendants([proc.pid])))
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from optarena.sandbox import (
+from optarena.files import (
     _untrusted,
     copy_untrusted,
+    lchown_tree,
     name_line,
     open_untrusted,
     printable,
@@ -25,7 +26,6 @@ from optarena.sandbox import (
     remove_tree,
     survey,
 )
-from optarena.sandbox._untrusted import lchown_tree
 
 
 @pytest.fixture
