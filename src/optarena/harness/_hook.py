@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from optarena.agents import AgentOutcome, McpServer, RunContext, SandboxSpec
@@ -56,14 +55,6 @@ class HarnessHook(TrialHook):
             self.close()
             raise
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def mcp_servers(self) -> list[McpServer]:
         """The started servers, each reached through the relay to its host."""

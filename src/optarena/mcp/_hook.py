@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from optarena.agents import AgentOutcome, McpServer, RunContext
@@ -41,14 +40,6 @@ class TaskToolsHook(TrialHook):
         )
         self.host.start()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def mcp_servers(self) -> list[McpServer]:
         """The task tools as one server (`optarena`), each tool allowed by name; a call may

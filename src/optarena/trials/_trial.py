@@ -119,7 +119,10 @@ class TrialHook:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        return None
+        self.close()
+
+    def close(self) -> None:
+        """What leaving the hook ends (its hosts, say); nothing unless overridden."""
 
     def mcp_servers(self) -> Sequence[McpServer]:
         return ()
