@@ -22,13 +22,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from optarena.agents import AgentLimits
-from optarena.agents._cli_agent import npm_cache
+from optarena.agents import npm_cache
 from optarena.cli import main as cli
-from optarena.fakemodel import FakeModelServer
-from optarena.fakemodel._harness_script import HarnessPlan, HarnessScript
+from optarena.fakemodel import FakeModelServer, HarnessPlan, HarnessScript
 from optarena.harness import HarnessConfig, run_harness
 from optarena.ledger import Ledger
+from optarena.records import AgentLimits
 from optarena.tasks import resolve_task
 
 SERVER = '''from mcp.server.mcpserver import MCPServer

@@ -17,7 +17,7 @@ import pytest
 
 from adversarial._support import MARKER
 from external_example import EXAMPLE, make_project
-from optarena.judge.external._judge import judge_external
+from optarena.judge.external import judge_external
 from optarena.tasks.external import freeze_external, load_frozen
 
 HOT_PATH = (EXAMPLE / "primes" / "primes.py").read_text()

@@ -9,7 +9,7 @@ from pathlib import Path
 from adversarial._support import MARKER, JudgeFn
 from adversarial.cheats import CHEATS
 from optarena.judge import JudgeOptions, judge
-from optarena.judge.correctness._phase import array_inputs, derive_seed
+from optarena.judge.correctness import array_inputs, derive_seed
 from optarena.tasks import Task, resolve_task
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from optarena.agents import AgentLimits, AgentOutcome, RunContext
+from optarena.agents import RunContext
 from optarena.agents._claude_stream import parse_claude_stream
 from optarena.agents._cli_agent import MAX_LINE, stream_lines
 from optarena.agents._codex_stream import parse_codex_stream
@@ -25,6 +25,7 @@ from optarena.agents.command import (
     render_template,
 )
 from optarena.errors import OptarenaError
+from optarena.records import AgentLimits, AgentOutcome
 
 DEEP = "[" * 200_000 + "]" * 200_000  # past the JSON parser's recursion limit
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentLimits, AgentOutcome, RunContext
+from optarena.agents import RunContext
 from optarena.agents.command import CommandRunner, render_template, usage_from_json
 from optarena.errors import AgentNotInstalledError, OptarenaError
+from optarena.records import AgentLimits, AgentOutcome
 
 
 def test_placeholders_fill_single_arguments() -> None:

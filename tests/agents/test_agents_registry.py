@@ -6,18 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import (
-    AgentLimits,
-    AgentOutcome,
-    AgentRunner,
-    create_runner,
-    known_runners,
-    runner_class,
-    runner_ref,
-)
+from optarena.agents import AgentRunner, create_runner, known_runners, runner_class, runner_ref
 from optarena.agents.command import CommandRunner
 from optarena.agents.replay import ReplayRunner
 from optarena.errors import AgentNotInstalledError, OptarenaError, UnknownNameError
+from optarena.records import AgentLimits, AgentOutcome
 
 
 class EchoRunner(AgentRunner):

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentLimits, RunContext, create_runner, run_metered
+from optarena.agents import RunContext, create_runner, run_metered
 from optarena.agents.claude import ClaudeOptions, ClaudeRunner
 from optarena.errors import OptarenaError
 from optarena.fakemodel import FakeModelServer, make_script
+from optarena.records import AgentLimits
 
 DATA = Path(__file__).parent / "data"
 

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentLimits, RunContext, create_runner, run_metered
+from optarena.agents import RunContext, create_runner, run_metered
 from optarena.agents.codex import CodexOptions, CodexRunner
 from optarena.errors import OptarenaError
 from optarena.fakemodel import FakeModelServer, make_script
+from optarena.records import AgentLimits
 
 DATA = Path(__file__).parent / "data"
 

@@ -9,8 +9,8 @@ from rich.console import Console
 
 from optarena.cli._experiment_ray import NodeBoard, key_places
 from optarena.experiments import ScheduledTrial, experiment_state, freeze, load_plan
-from optarena.ledger import AgentInfo, JudgeSettings, Ledger, TaskInfo, TrialRecord, utc_now
-from optarena.records import AgentLimits
+from optarena.ledger import Ledger, utc_now
+from optarena.records import AgentInfo, AgentLimits, JudgeSettings, TaskInfo, TrialRecord
 
 PLAN = """
 [experiment]

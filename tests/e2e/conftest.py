@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents._cli_agent import npm_cache
+from optarena.agents import npm_cache
 from optarena.ledger import Ledger
 
 PINNED = {"claude": ("@anthropic-ai/claude-code", "2.1.197"), "codex": ("@openai/codex", "0.171.0")}

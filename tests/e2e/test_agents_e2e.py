@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentLimits
 from optarena.fakemodel import FakeModelServer, make_script
 from optarena.fakemodel._script import HANG_MARKER
-from optarena.ledger import Ledger, TrialRecord
-from optarena.proxy import CallRecord
+from optarena.ledger import Ledger
+from optarena.records import AgentLimits, CallRecord, TrialRecord
 from optarena.tasks import resolve_task
 from optarena.trials import TrialConfig, run_trial
 

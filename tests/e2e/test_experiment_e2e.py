@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 from optarena.experiments import compare_experiment, freeze, load_plan, run_experiment
-from optarena.fakemodel import FakeModelServer, make_script
-from optarena.fakemodel._conversation import Conversation
-from optarena.fakemodel._script import Reply, Script
+from optarena.fakemodel import Conversation, FakeModelServer, Reply, Script, make_script
 
 pytestmark = pytest.mark.e2e
 

@@ -23,12 +23,11 @@ from pathlib import Path
 import pytest
 
 from harness_example import BENCH_SERVER
-from optarena.agents import AgentLimits
-from optarena.fakemodel import FakeModelServer
-from optarena.fakemodel._harness_script import CLAIM_FILE, HarnessPlan, HarnessScript
+from optarena.fakemodel import FakeModelServer, HarnessPlan, HarnessScript
+from optarena.fakemodel._harness_script import CLAIM_FILE
 from optarena.harness import HarnessConfig, read_telemetry, run_harness
 from optarena.ledger import Ledger
-from optarena.records import ToolCallRecord
+from optarena.records import AgentLimits, ToolCallRecord
 from optarena.tasks import resolve_task
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

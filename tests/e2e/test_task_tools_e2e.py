@@ -11,14 +11,13 @@ import json
 
 import pytest
 
-from optarena.agents import AgentLimits
 from optarena.cli._trials import tool_call_lines
 from optarena.fakemodel import FakeModelServer
 from optarena.fakemodel._script import OptimizeScript
 from optarena.fakemodel._tools_script import TaskToolsScript
-from optarena.ledger import Ledger, TrialRecord
-from optarena.mcp import TaskToolsHook, ToolCallRecord
-from optarena.records import calls_of
+from optarena.ledger import Ledger
+from optarena.mcp import TaskToolsHook
+from optarena.records import AgentLimits, ToolCallRecord, TrialRecord, calls_of
 from optarena.tasks import resolve_task
 from optarena.trials import TrialConfig, run_trial
 

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentLimits
 from optarena.agents.claude import ClaudeOptions, ClaudeRunner
 from optarena.agents.codex import CodexOptions, CodexRunner
-from optarena.harness._hook import ActiveServer, HarnessHook
+from optarena.harness import HarnessHook
+from optarena.harness._hook import ActiveServer
+from optarena.records import AgentLimits
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import pytest
 
-from optarena.agents import AgentLimits, AgentRunner, RunContext
+from optarena.agents import AgentRunner, RunContext
 from optarena.cli import main
 from optarena.errors import OptarenaError
 from optarena.harness import (
@@ -26,7 +26,7 @@ from optarena.harness import (
 )
 from optarena.harness._score import better, stop_reason
 from optarena.ledger import Ledger
-from optarena.records import AgentOutcome, Usage
+from optarena.records import AgentLimits, AgentOutcome, Usage
 from optarena.tasks import resolve_task
 
 TASK = resolve_task("rmsnorm")

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness_example import BENCH_SERVER
-from optarena.harness import read_telemetry
-from optarena.harness._relay import ServerHost
+from optarena.harness import ServerHost, read_telemetry
 
 
 def _send(f: IO[bytes], msg: Any) -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from optarena.agents import AgentLimits, RunContext, SandboxSpec
+from optarena.agents import RunContext, SandboxSpec
 from optarena.agents.command import CommandRunner
 from optarena.harness._session import follow_up
 from optarena.ledger import Ledger
-from optarena.records import AgentOutcome
+from optarena.records import AgentLimits, AgentOutcome
 from optarena.tasks import resolve_task
 from optarena.trials import TrialConfig, run_trial
 

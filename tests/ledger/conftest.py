@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from optarena.agents import AgentLimits
-from optarena.ledger import AgentInfo, JudgeSettings, TaskInfo, TrialRecord, utc_now
+from optarena.ledger import utc_now
+from optarena.records import AgentInfo, AgentLimits, JudgeSettings, TaskInfo, TrialRecord
 
 
 def running_record(trial_id: str, *, pid: int | None = None, task: str = "rmsnorm") -> TrialRecord:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from optarena.ledger import Ledger, TrialRecord, utc_now
-from optarena.records import CallRecord, TrialPaths
+from optarena.ledger import Ledger, utc_now
+from optarena.records import CallRecord, TrialPaths, TrialRecord
 
 MakeRecord = Callable[..., TrialRecord]
 SECRET = "sk-test-very-secret-123"

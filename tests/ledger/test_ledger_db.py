@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from optarena.errors import LedgerError
-from optarena.ledger import SCHEMA_VERSION, Judgement, Ledger, TrialRecord, utc_now
+from optarena.ledger import SCHEMA_VERSION, Ledger, utc_now
+from optarena.records import Judgement, TrialRecord
 
 MakeRecord = Callable[..., TrialRecord]
 

@@ -22,7 +22,8 @@ import pytest
 
 from optarena import sandbox
 from optarena.cli import main
-from optarena.ledger import Ledger, TrialRecord
+from optarena.ledger import Ledger
+from optarena.records import TrialRecord
 from optarena.sandbox import probe
 
 CAPS = probe()

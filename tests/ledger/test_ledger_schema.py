@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from optarena.errors import LedgerError
-from optarena.ledger import SCHEMA_VERSION, Ledger, Migration, TrialRecord, resolve_home
+from optarena.ledger import SCHEMA_VERSION, Ledger, Migration, resolve_home
 from optarena.ledger import _schema as schema
+from optarena.records import TrialRecord
 
 
 def test_a_newer_ledger_is_refused(tmp_path: Path) -> None:

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from optarena.agents import AgentLimits
 from optarena.agents.codex import CodexOptions, CodexRunner
-from optarena.fakemodel._conversation import Conversation, parse_request
+from optarena.fakemodel import Conversation, Reply, Tool, parse_request
 from optarena.fakemodel._render import render
-from optarena.fakemodel._script import OptimizeScript, Reply, Tool
+from optarena.fakemodel._script import OptimizeScript
 from optarena.fakemodel._tools_script import SEARCH_QUERY, TaskToolsScript
 from optarena.mcp import TOOL_NAMES, TaskToolsHook
+from optarena.records import AgentLimits
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},

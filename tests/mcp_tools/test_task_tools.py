@@ -14,9 +14,9 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from optarena.mcp import TOOL_NAMES, TaskTools, Telemetry, ToolCallRecord, build_server
+from optarena.mcp import TOOL_NAMES, TaskTools, Telemetry, build_server
 from optarena.mcp._tools import redact
-from optarena.records import calls_of
+from optarena.records import ToolCallRecord, calls_of
 from optarena.tasks import BUILTIN_DIR, Task, load_task
 
 WRONG = """

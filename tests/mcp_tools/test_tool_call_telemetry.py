@@ -17,9 +17,9 @@ from typing import Any
 import mcp.types
 import pytest
 
-from optarena.mcp import ToolCallRecord, ToolsHost
+from optarena.mcp import ToolsHost
 from optarena.mcp._server import CUT_OFF
-from optarena.records import NO_END, calls_of, load_tool_call
+from optarena.records import NO_END, ToolCallRecord, calls_of, load_tool_call
 from optarena.tasks import BUILTIN_DIR
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from optarena.fakemodel import optimize_script, parse_request
+from optarena.fakemodel import USAGE, Reply, Tool, optimize_script, parse_request
 from optarena.fakemodel._render import render, served_tokens
-from optarena.fakemodel._script import USAGE, Reply, Tool
-from optarena.proxy._usage import SseUsage, tokens_from_reply
+from optarena.proxy import SseUsage
+from optarena.proxy._usage import tokens_from_reply
 
 SYSTEM = "You are an agent.\nPrimary working directory: /work/ws\n"
 CLAUDE_TOOLS = [{"name": n, "input_schema": {}} for n in ("Read", "Write", "Bash", "Edit")]

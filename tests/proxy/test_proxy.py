@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from optarena.fakemodel import FakeModelServer, make_script
-from optarena.fakemodel._script import USAGE, Conversation, Reply, Script
-from optarena.proxy import CallRecord, MeteredSession, ProxyLimits
+from optarena.fakemodel import USAGE, Conversation, FakeModelServer, Reply, Script, make_script
+from optarena.proxy import MeteredSession, ProxyLimits
+from optarena.records import CallRecord
 
 SECRET = "sk-test-very-secret-123"
 PATHS = {"anthropic": "/v1/messages", "responses": "/v1/responses", "chat": "/v1/chat/completions"}

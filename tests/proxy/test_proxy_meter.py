@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from optarena.errors import SpecError
-from optarena.proxy import CallRecord, Meter, PriceTable, ProxyLimits, load_prices
+from optarena.proxy import Meter, PriceTable, ProxyLimits, load_prices
+from optarena.records import CallRecord
 
 PRICES = PriceTable.model_validate(
     {

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from optarena.fakemodel import FakeModelServer, LongStreamScript, WireFault
-from optarena.proxy import CallRecord, MeteredSession, ProxyLimits, total_tokens
+from optarena.proxy import MeteredSession, ProxyLimits, total_tokens
 from optarena.proxy import _handler as proxy_handler
+from optarena.records import CallRecord
 
 PATHS = {"anthropic": "/v1/messages", "responses": "/v1/responses", "chat": "/v1/chat/completions"}
 APIS = list(PATHS)

@@ -10,16 +10,10 @@ from typing import Any
 
 import pytest
 
+from optarena.fakemodel import Reply
 from optarena.fakemodel._render import render
-from optarena.fakemodel._script import Reply
-from optarena.proxy._usage import (
-    CallTokens,
-    ReplyUsage,
-    SseUsage,
-    reply_usage,
-    tokens_from_reply,
-)
-from optarena.proxy._wire import ApiKind, sse_event
+from optarena.proxy import ApiKind, CallTokens, ReplyUsage, SseUsage, reply_usage, sse_event
+from optarena.proxy._usage import tokens_from_reply
 
 LONG = CallTokens(input=1000, output=7000, cache_read=200, cache_write=0, reasoning=0)
 

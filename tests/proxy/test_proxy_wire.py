@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from optarena.proxy._wire import api_kind, error_body, request_fields
+from optarena.proxy import api_kind, error_body
+from optarena.proxy._wire import request_fields
 
 
 def test_api_kind_from_paths() -> None:

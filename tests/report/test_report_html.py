@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from optarena.experiments import ExperimentComparison, TrialRow
 from optarena.experiments._compare import compare_treatment, summarize_condition
+from optarena.records import ExperimentComparison, TrialRow
 from optarena.report import render_html, render_markdown
 from optarena.report._svg import BOTTOM, LEFT, RIGHT, TOP, H, W
 

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from optarena.sandbox import Sandbox, SandboxPolicy, probe
-from optarena.sandbox._process import ResourceLimits
+from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy, probe
 from optarena.sandbox._seccomp import ARCHES, native_arch, program, why_unavailable
 
 PROBE = textwrap.dedent(

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from optarena.judge.correctness._native import load_request
+from optarena.judge.correctness import load_request
 from optarena.judge.worker._native import CEntry, LoadFailed, load_c
 from optarena.tasks import Task, resolve_task
 

@@ -12,7 +12,7 @@ import pytest
 
 from optarena.cli import main
 from optarena.errors import SpecError
-from optarena.judge.correctness._native import load_request
+from optarena.judge.correctness import load_request
 from optarena.tasks import BUILTIN_DIR, Task, cuda_available, load_task, resolve_task
 
 CUDA_TASKS = ["rmsnorm-cuda", "softmax-cuda"]

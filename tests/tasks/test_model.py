@@ -167,8 +167,7 @@ def test_requirement_syntax(tmp_path: Path, old: str, new: str, field: str) -> N
 
 
 def test_unmet_requirements_are_named() -> None:
-    from optarena.tasks import Requirements
-    from optarena.tasks._requirements import unmet_requirements
+    from optarena.tasks import Requirements, unmet_requirements
 
     assert unmet_requirements(Requirements(packages=["numpy>=1.0"])) == []
     problems = unmet_requirements(

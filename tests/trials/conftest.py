@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from optarena.agents import AgentLimits
 from optarena.judge import JudgeResult
-from optarena.ledger import Ledger, TrialRecord
+from optarena.ledger import Ledger
 from optarena.processes import is_zombie
+from optarena.records import AgentLimits, TrialRecord
 from optarena.tasks import BUILTIN_DIR, Task, resolve_task
 from optarena.trials import TrialConfig, run_trial
 

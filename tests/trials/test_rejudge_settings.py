@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentLimits
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult, judge
-from optarena.ledger import JudgeSettings, Ledger
+from optarena.ledger import Ledger
+from optarena.records import AgentLimits, JudgeSettings
 from optarena.tasks import Task
 from optarena.trials import TrialConfig, rejudge, run_trial
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentLimits, RunContext
-from optarena.judge._seal import verify_judge
-from optarena.ledger import Ledger, TrialRecord
+from optarena.agents import RunContext
+from optarena.judge import verify_judge
+from optarena.ledger import Ledger
+from optarena.records import AgentLimits, TrialRecord
 from optarena.sandbox import probe
 from optarena.tasks import Task
 from optarena.trials import TrialConfig, TrialHook, run_trial

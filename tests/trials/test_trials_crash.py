@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentOutcome, RunContext
+from optarena.agents import RunContext
 from optarena.agents.command import CommandRunner
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
-from optarena.ledger import Ledger, TrialRecord
+from optarena.ledger import Ledger
 from optarena.processes import is_zombie
+from optarena.records import AgentOutcome, TrialRecord
 from optarena.sandbox import probe
 from optarena.sandbox._agent_sweep import socket_bases
 from optarena.tasks import Task

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentLimits, AgentOutcome, McpServer, RunContext, Usage
+from optarena.agents import McpServer, RunContext
 from optarena.agents.command import CommandRunner
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
-from optarena.ledger import Ledger, TrialRecord
+from optarena.ledger import Ledger
+from optarena.records import AgentLimits, AgentOutcome, TrialRecord, Usage
 from optarena.tasks import Task, load_task
 from optarena.trials import TrialConfig, TrialHook, rejudge, run_trial
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentLimits
 from optarena.cli import main
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
-from optarena.ledger import Ledger, TrialRecord
+from optarena.ledger import Ledger
+from optarena.records import AgentLimits, TrialRecord
 from optarena.tasks import Task
 from optarena.trials import TrialConfig, TrialInterrupted, WorkspaceLimits, rejudge, run_trial
 

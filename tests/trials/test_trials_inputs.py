@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from optarena.agents import AgentLimits
 from optarena.errors import AgentNotInstalledError, OptarenaError, UnknownNameError
-from optarena.ledger import Ledger, TrialRecord
+from optarena.ledger import Ledger
+from optarena.records import AgentLimits, TrialRecord
 from optarena.tasks import Task
 from optarena.trials import TrialConfig, run_trial
 

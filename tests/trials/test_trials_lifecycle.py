@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from optarena.ledger import Ledger, TrialRecord
+from optarena.ledger import Ledger
+from optarena.records import TrialRecord
 from optarena.tasks import Task
 
 Trial = Callable[..., TrialRecord]

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from optarena.agents import AgentLimits, AgentOutcome, RunContext
+from optarena.agents import RunContext
 from optarena.fakemodel import USAGE, FakeModelServer, LongStreamScript, WireFault, make_script
-from optarena.ledger import Ledger, TrialRecord
+from optarena.ledger import Ledger
+from optarena.records import AgentLimits, AgentOutcome, TrialRecord
 from optarena.sandbox import probe
 from optarena.tasks import Task
 from optarena.trials import TrialConfig, TrialHook, run_trial

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from optarena.ledger import Ledger, TrialRecord
+from optarena.ledger import Ledger
+from optarena.records import TrialRecord
 from optarena.tasks import Task
 from optarena.trials import TrialConfig, run_trial
 

@@ -19,20 +19,15 @@ from optarena.agents._registry import (
     skill_dirs,
 )
 from optarena.agents._relay_host import RelayHost
-from optarena.records import AgentLimits, AgentOutcome, AgentStatus, Usage
 
 __all__ = [
     "RUNNERS",
-    "AgentLimits",
-    "AgentOutcome",
     "AgentRunner",
-    "AgentStatus",
     "McpServer",
     "ProcessResult",
     "RelayHost",
     "RunContext",
     "SandboxSpec",
-    "Usage",
     "create_runner",
     "known_runners",
     "mcp_runners",

@@ -14,7 +14,7 @@ from optarena.errors import OptarenaError
 
 if TYPE_CHECKING:
     from optarena.experiments import ExperimentState, LoadedPlan, RayOptions, ScheduledTrial
-    from optarena.ledger import TrialRecord
+    from optarena.records import TrialRecord
 
 ExecutorOpt = Annotated[
     str | None,

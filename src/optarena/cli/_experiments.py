@@ -28,8 +28,9 @@ from optarena.cli._safe import escape
 from optarena.errors import OptarenaError
 
 if TYPE_CHECKING:
-    from optarena.experiments import ExperimentComparison, LoadedPlan, ScheduledTrial
-    from optarena.ledger import Ledger, TrialRecord
+    from optarena.experiments import LoadedPlan, ScheduledTrial
+    from optarena.ledger import Ledger
+    from optarena.records import ExperimentComparison, TrialRecord
 
 experiment_app = typer.Typer(
     help="Run declared conditions x tasks x repetitions and compare them.", no_args_is_help=True

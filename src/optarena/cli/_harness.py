@@ -129,11 +129,12 @@ def run_cmd(
     """Attempt, judge, reflect and build in the same session, vet, quarantine, activate
     for the next fresh session; N iterations. Exit 0 when a candidate was accepted, 1 when
     none was, 2 bad input, 130 interrupted. `--demo` runs it offline."""
-    from optarena.agents import AgentLimits, runner_class
+    from optarena.agents import runner_class
     from optarena.cli._harness_demo import demo_agent
     from optarena.cli._trials import parse_pairs
     from optarena.harness import HarnessConfig, run_harness
     from optarena.ledger import Ledger
+    from optarena.records import AgentLimits
     from optarena.tasks import resolve_task
 
     if iterations < 1:

@@ -13,11 +13,11 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
-from optarena.agents import Usage
 from optarena.cli._render import brief, verdict_markup
 from optarena.cli._safe import escape, escape_name
 from optarena.cli._speed_view import result_cell, speed_markup
-from optarena.ledger import Judgement, Ledger, TrialRecord
+from optarena.ledger import Ledger
+from optarena.records import Judgement, TrialRecord, Usage
 
 
 def _num(value: float | int | None, fmt: str = "{:.2f}") -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
 
-from optarena.agents import AgentLimits, AgentStatus, known_runners, mcp_runners, runner_class
+from optarena.agents import known_runners, mcp_runners, runner_class
 from optarena.cli._app import app, console, err_console, interrupted
 from optarena.cli._compare import EffectOpt
 from optarena.cli._render import brief, verdict_markup
@@ -22,8 +22,16 @@ from optarena.cli._trial_views import (
     trials_table,
 )
 from optarena.errors import OptarenaError
-from optarena.ledger import Ledger, TrialRecord, TrialState, TrialVerdict
-from optarena.records import calls_of, load_tool_call
+from optarena.ledger import Ledger
+from optarena.records import (
+    AgentLimits,
+    AgentStatus,
+    TrialRecord,
+    TrialState,
+    TrialVerdict,
+    calls_of,
+    load_tool_call,
+)
 from optarena.tasks import Task, resolve_task
 from optarena.tasks.external import FrozenExternal
 from optarena.trials import TrialConfig, TrialInterrupted, WorkspaceLimits, rejudge, run_trial

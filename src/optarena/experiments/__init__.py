@@ -1,16 +1,9 @@
 """Experiments: declared conditions x tasks x repetitions, run resumably into the ledger and
 compared with statistics over trials (see `docs/experiments.md`)."""
 
-from optarena.experiments._compare import (
-    ConditionSummary,
-    ExperimentComparison,
-    Total,
-    TreatmentComparison,
-    TrialRow,
-    compare_experiment,
-)
+from optarena.experiments._compare import compare_experiment
 from optarena.experiments._execute import run_experiment, trial_config
-from optarena.experiments._plan import ExperimentPlan, LoadedPlan, load_plan
+from optarena.experiments._plan import LoadedPlan, load_plan
 from optarena.experiments._ray import RayOptions, import_ray
 from optarena.experiments._schedule import (
     ScheduledTrial,
@@ -24,16 +17,10 @@ from optarena.experiments._schedule import (
 from optarena.experiments._state import ExperimentState, experiment_state
 
 __all__ = [
-    "ConditionSummary",
-    "ExperimentComparison",
-    "ExperimentPlan",
     "ExperimentState",
     "LoadedPlan",
     "RayOptions",
     "ScheduledTrial",
-    "Total",
-    "TreatmentComparison",
-    "TrialRow",
     "compare_experiment",
     "drift",
     "experiment_state",

@@ -22,7 +22,6 @@ from optarena.experiments._stats import (
     paired_difference,
 )
 from optarena.judge import stats
-from optarena.ledger import TrialRecord
 from optarena.records import (
     ConditionSummary,
     ExperimentComparison,
@@ -31,6 +30,7 @@ from optarena.records import (
     Metrics,
     Total,
     TreatmentComparison,
+    TrialRecord,
     TrialRow,
     Usage,
     evolve,

@@ -20,7 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from optarena.agents import AgentLimits, RunContext
+from optarena.agents import RunContext
 from optarena.errors import OptarenaError
 from optarena.experiments._plan import LoadedPlan
 from optarena.experiments._schedule import ScheduledTrial, artifacts_sha256
@@ -34,7 +34,8 @@ from optarena.experiments._state import (
     experiment_state,
 )
 from optarena.judge import JudgeOptions, JudgeResult, judge
-from optarena.ledger import Ledger, TrialRecord
+from optarena.ledger import Ledger
+from optarena.records import AgentLimits, TrialRecord
 from optarena.tasks import Task
 from optarena.trials import TrialConfig, TrialHook, run_trial
 

@@ -22,7 +22,8 @@ from typing import Literal
 
 from optarena.experiments._plan import LoadedPlan
 from optarena.experiments._schedule import ScheduledTrial, frozen_cells, schedule
-from optarena.ledger import Ledger, TrialRecord
+from optarena.ledger import Ledger
+from optarena.records import TrialRecord
 
 EXPERIMENT_LABEL = "experiment"
 KEY_LABEL = "experiment_key"

@@ -19,8 +19,9 @@ import shutil
 from pathlib import Path
 from typing import Self
 
-from optarena.agents import AgentOutcome, McpServer, RunContext, SandboxSpec
+from optarena.agents import McpServer, RunContext, SandboxSpec
 from optarena.harness._relay import ServerHost
+from optarena.records import AgentOutcome
 from optarena.trials import TrialHook, keep_log
 
 TELEMETRY_LOG = "harness_tool_calls.jsonl"

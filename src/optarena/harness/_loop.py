@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from optarena.agents import AgentLimits, AgentRunner, create_runner, runner_class
+from optarena.agents import AgentRunner, create_runner, runner_class
 from optarena.errors import OptarenaError
 from optarena.files import copy_entry
 from optarena.harness._activate import export_artifacts
@@ -52,8 +52,8 @@ from optarena.harness._registry import (
 from optarena.harness._scan import area_status, scan_area
 from optarena.harness._score import better, count_calls, score_of, stop_reason
 from optarena.harness._session import follow_up
-from optarena.ledger import Ledger, TrialRecord, utc_now
-from optarena.records import evolve
+from optarena.ledger import Ledger, utc_now
+from optarena.records import AgentLimits, TrialRecord, evolve
 from optarena.tasks import Task
 from optarena.trials import TrialConfig, agent_sandbox_spec, run_trial, trial_task, write_starter
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from optarena.agents import AgentLimits, AgentRunner, RunContext, run_metered
+from optarena.agents import AgentRunner, RunContext, run_metered
 from optarena.harness._record import PhaseName, PhaseRecord
-from optarena.ledger import Ledger, TrialRecord
-from optarena.records import TrialPaths
+from optarena.ledger import Ledger
+from optarena.records import AgentLimits, TrialPaths, TrialRecord
 from optarena.trials import agent_sandbox_spec
 
 

@@ -7,20 +7,16 @@ from optarena.judge._result import JUDGE_SCHEMA_VERSION, Check, JudgeResult
 from optarena.judge._seal import JudgeTamperedError, verify_judge
 from optarena.judge.external import BaseRun, BrokenTaskError, check_base, judge_external
 from optarena.judge.speed import stats  # the one statistics module (experiments too)
-from optarena.records import AAControl, Comparison, Metrics
 
 __all__ = [
     "JUDGE_SCHEMA_VERSION",
-    "AAControl",
     "BaseRun",
     "BrokenTaskError",
     "Check",
     "CompareResult",
-    "Comparison",
     "JudgeOptions",
     "JudgeResult",
     "JudgeTamperedError",
-    "Metrics",
     "aa_control",
     "check_base",
     "compare",

@@ -32,36 +32,16 @@ from optarena.ledger._ledger import Ledger, utc_now
 from optarena.ledger._paths import DB_NAME, ENV_VAR, default_home, resolve_home
 from optarena.ledger._schema import MIGRATIONS, SCHEMA_VERSION, Migration
 from optarena.ledger._store import ArtifactStore, TreeManifest
-from optarena.records import (
-    TRIAL_RECORD_VERSION,
-    AgentInfo,
-    ChangedFile,
-    Judgement,
-    JudgeSettings,
-    TaskInfo,
-    TrialRecord,
-    TrialState,
-    TrialVerdict,
-)
 
 __all__ = [
     "DB_NAME",
     "ENV_VAR",
     "MIGRATIONS",
     "SCHEMA_VERSION",
-    "TRIAL_RECORD_VERSION",
-    "AgentInfo",
     "ArtifactStore",
-    "ChangedFile",
-    "JudgeSettings",
-    "Judgement",
     "Ledger",
     "Migration",
-    "TaskInfo",
     "TreeManifest",
-    "TrialRecord",
-    "TrialState",
-    "TrialVerdict",
     "default_home",
     "resolve_home",
     "utc_now",

@@ -8,14 +8,13 @@ recorded by the server (`Telemetry`), outside what the tool returns to the agent
 from optarena.mcp._hook import TaskToolsHook
 from optarena.mcp._host import ToolsHost, relay
 from optarena.mcp._server import build_server, serve_stdio
-from optarena.mcp._tools import TOOL_NAMES, TaskTools, Telemetry, ToolCallRecord, ToolInputError
+from optarena.mcp._tools import TOOL_NAMES, TaskTools, Telemetry, ToolInputError
 
 __all__ = [
     "TOOL_NAMES",
     "TaskTools",
     "TaskToolsHook",
     "Telemetry",
-    "ToolCallRecord",
     "ToolInputError",
     "ToolsHost",
     "build_server",

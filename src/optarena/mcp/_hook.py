@@ -15,9 +15,10 @@ import dataclasses
 from pathlib import Path
 from typing import Self
 
-from optarena.agents import AgentOutcome, McpServer, RunContext
+from optarena.agents import McpServer, RunContext
 from optarena.mcp._host import ToolsHost
 from optarena.mcp._tools import TOOL_NAMES
+from optarena.records import AgentOutcome
 from optarena.trials import TrialHook, keep_log
 
 SERVER_NAME = "optarena"

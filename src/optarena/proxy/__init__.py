@@ -10,12 +10,9 @@ from optarena.proxy._server import MeteringProxy, Provider, Upstream, Upstreams,
 from optarena.proxy._session import MeteredSession
 from optarena.proxy._usage import CallTokens, ReplyUsage, SseUsage, reply_usage
 from optarena.proxy._wire import ApiKind, api_kind, error_body, sse_event
-from optarena.records import CALL_RECORD_VERSION, CallRecord
 
 __all__ = [
-    "CALL_RECORD_VERSION",
     "ApiKind",
-    "CallRecord",
     "CallTokens",
     "Meter",
     "MeteredSession",

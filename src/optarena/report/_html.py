@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from html import escape
 
-from optarena.experiments import ExperimentComparison, TrialRow
+from optarena.records import ExperimentComparison, TrialRow
 from optarena.report._markdown import (
     COMPARISON_HEADER,
     CONDITION_HEADER,

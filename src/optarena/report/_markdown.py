@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 
-from optarena.experiments import ExperimentComparison, Total
-from optarena.records import ConditionSummary, TreatmentComparison
+from optarena.records import ConditionSummary, ExperimentComparison, Total, TreatmentComparison
 from optarena.report._words import interval_words, speed_words
 
 

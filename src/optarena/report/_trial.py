@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from html import escape
 
-from optarena.ledger import TrialRecord
-from optarena.records import Usage
+from optarena.records import TrialRecord, Usage
 from optarena.report._html import CSS
 
 

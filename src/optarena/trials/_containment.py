@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from optarena.agents import AgentLimits, SandboxSpec
+from optarena.agents import SandboxSpec
 from optarena.ledger import Ledger
+from optarena.records import AgentLimits
 from optarena.sandbox import AgentSandboxPolicy
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from optarena import __version__
 from optarena.files import name_line, open_untrusted, remove_tree
 from optarena.identity import judge_sha256
-from optarena.ledger import Judgement, Ledger, TrialRecord, utc_now
-from optarena.records import AgentOutcome, TrialPaths, evolve
+from optarena.ledger import Ledger, utc_now
+from optarena.records import AgentOutcome, Judgement, TrialPaths, TrialRecord, evolve
 from optarena.trials._workspace import Delivery, DeliveryRefused
 
 

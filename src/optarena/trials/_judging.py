@@ -14,8 +14,8 @@ from pathlib import Path
 
 from optarena.files import name_line
 from optarena.judge import JudgeOptions, JudgeResult, judge
-from optarena.ledger import ArtifactStore, Judgement, JudgeSettings, utc_now
-from optarena.records import JudgementKind, Metrics, TrialVerdict
+from optarena.ledger import ArtifactStore, utc_now
+from optarena.records import Judgement, JudgementKind, JudgeSettings, Metrics, TrialVerdict
 from optarena.tasks import Task
 
 JudgeFn = Callable[[Task, Path, JudgeOptions], JudgeResult]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from optarena.errors import OptarenaError
 from optarena.judge import verify_judge
-from optarena.ledger import Judgement, JudgeSettings, Ledger, TrialRecord
-from optarena.records import evolve
+from optarena.ledger import Ledger
+from optarena.records import Judgement, JudgeSettings, TrialRecord, evolve
 from optarena.tasks import load_task, resolve_task
 from optarena.tasks.external import load_frozen
 from optarena.trials._judging import JudgeFn

@@ -25,8 +25,8 @@ from optarena import __version__
 from optarena.errors import MissingPrerequisiteError, OptarenaError
 from optarena.identity import judge_sha256, runtime_fingerprint, tree_files
 from optarena.judge import JudgeTamperedError, judge_external, verify_judge
-from optarena.ledger import ArtifactStore, Judgement, JudgeSettings, TaskInfo, utc_now
-from optarena.records import JudgementKind
+from optarena.ledger import ArtifactStore, utc_now
+from optarena.records import Judgement, JudgementKind, JudgeSettings, TaskInfo
 from optarena.tasks import Task, in_scope, unmet_requirements
 from optarena.tasks.external import FrozenExternal, load_frozen
 from optarena.trials._judging import JudgeFn, judge_delivery

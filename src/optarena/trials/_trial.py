@@ -36,8 +36,6 @@ from types import FrameType, TracebackType
 from typing import Any, Self
 
 from optarena.agents import (
-    AgentLimits,
-    AgentOutcome,
     AgentRunner,
     McpServer,
     RunContext,
@@ -50,16 +48,18 @@ from optarena.errors import LedgerError, OptarenaError
 from optarena.files import printable
 from optarena.identity import code_references, judge_sha256, runtime_fingerprint
 from optarena.judge import JudgeTamperedError
-from optarena.ledger import (
+from optarena.ledger import Ledger, utc_now
+from optarena.processes import start_ticks
+from optarena.records import (
     AgentInfo,
+    AgentLimits,
+    AgentOutcome,
     Judgement,
     JudgeSettings,
-    Ledger,
+    TrialPaths,
     TrialRecord,
-    utc_now,
+    evolve,
 )
-from optarena.processes import start_ticks
-from optarena.records import TrialPaths, evolve
 from optarena.tasks import Task
 from optarena.tasks.external import FrozenExternal
 from optarena.trials._containment import agent_sandbox_spec

@@ -18,8 +18,7 @@ from typing import Protocol
 
 from optarena.errors import MissingPrerequisiteError, OptarenaError
 from optarena.files import copy_untrusted, remove_tree, survey
-from optarena.ledger import ChangedFile
-from optarena.records import ChangeKind
+from optarena.records import ChangedFile, ChangeKind
 from optarena.tasks import Task, in_scope
 
 PROMPT_NAME = "TASK.md"

@@ -21,7 +21,8 @@ import pytest
 from local_cluster import LocalCluster
 
 from optarena.experiments import compare_experiment, experiment_state, freeze, load_plan
-from optarena.ledger import Ledger, TrialRecord
+from optarena.ledger import Ledger
+from optarena.records import TrialRecord
 
 # one cluster per module, so every test of it runs on one xdist worker (two clusters would share
 # fixed ports and two cores)

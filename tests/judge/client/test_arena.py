@@ -8,7 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from optarena.judge.client._arena import ArenaFull, InputArena, OutputArena, arena_bytes, span_bytes
+from optarena.judge.client import arena_bytes
+from optarena.judge.client._arena import ArenaFull, InputArena, OutputArena, span_bytes
 from optarena.tasks import inputs as gen
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from optarena.judge.client._worker import WorkerClient
+from optarena.judge.client import WorkerClient
 from optarena.sandbox import probe
 from optarena.tasks import BUILTIN_DIR, load_task
 

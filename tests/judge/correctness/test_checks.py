@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from optarena.judge.correctness._checks import (
+from optarena.judge.correctness import (
     check_dtype,
     check_finite,
-    check_inputs_unmodified,
-    check_no_alias,
     check_shape,
     check_tolerance,
     check_type,
+)
+from optarena.judge.correctness._checks import (
+    check_inputs_unmodified,
+    check_no_alias,
     digest,
     downcast_width,
     first_true,
@@ -101,7 +103,7 @@ def test_a_guard_report_of_unknown_kind_is_a_protocol_violation_not_a_new_code()
     """The guard's report reaches the judge through the candidate's process, which can write
     any code: a code outside the documented set never enters a record (a terminal escape in
     one would have reached `trials`), and the candidate is rejected all the same."""
-    from optarena.judge.correctness._phase import guard_findings
+    from optarena.judge.correctness import guard_findings
 
     reply = {
         "violations": [

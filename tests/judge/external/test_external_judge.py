@@ -16,7 +16,7 @@ import pytest
 from external_example import EXAMPLE, make_project
 from optarena.cli import main
 from optarena.errors import OptarenaError, SpecError
-from optarena.judge.external._judge import BrokenTaskError, judge_external
+from optarena.judge.external import BrokenTaskError, judge_external
 from optarena.tasks.external import freeze_external, load_frozen
 
 

@@ -6,21 +6,18 @@ import math
 
 import pytest
 
+from optarena.judge.speed import Estimate, decided, estimate, median
 from optarena.judge.speed._stats import (
     OUTLIERS,
     TOO_FEW,
     ZERO_VARIANCE,
-    Estimate,
     bootstrap_ci,
     decide,
-    decided,
-    estimate,
     expanded_tail,
     hodges_lehmann,
     log_threshold,
     mad,
     mean_rows,
-    median,
     outlier_count,
     round_log_ratio,
     student_t_cdf,

@@ -17,9 +17,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from optarena.agents import AgentLimits, RunContext
+from optarena.agents import RunContext
 from optarena.fakemodel import FakeModelServer, make_script
 from optarena.ledger import Ledger
+from optarena.records import AgentLimits
 from optarena.tasks import resolve_task
 from optarena.trials import TrialConfig, TrialHook, rejudge, run_trial
 

@@ -55,9 +55,9 @@ from optarena.experiments._ray._worker import AgentJob
 from optarena.experiments._schedule import ScheduledTrial
 from optarena.experiments._state import KEY_LABEL, ExperimentState
 from optarena.files import printable
-from optarena.ledger import Ledger, TrialRecord
+from optarena.ledger import Ledger
 from optarena.processes import start_ticks
-from optarena.records import evolve, load_trial
+from optarena.records import TrialRecord, evolve, load_trial
 from optarena.tasks import Task
 from optarena.tasks.external import FrozenExternal
 from optarena.trials import sigterm_interrupts

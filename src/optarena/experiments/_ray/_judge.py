@@ -19,8 +19,8 @@ from typing import Any
 
 from optarena.identity import runtime_fingerprint, tree_files
 from optarena.judge import JudgeTamperedError
-from optarena.ledger import ArtifactStore, Judgement, JudgeSettings, TaskInfo
-from optarena.records import JudgementKind, load_judgement
+from optarena.ledger import ArtifactStore
+from optarena.records import Judgement, JudgementKind, JudgeSettings, TaskInfo, load_judgement
 from optarena.tasks import Task
 from optarena.tasks.external import FrozenExternal
 from optarena.trials import JudgeFn, Prepared, TrialTask, trial_task

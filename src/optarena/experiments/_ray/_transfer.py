@@ -20,8 +20,16 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from optarena.errors import LedgerError, OptarenaError
-from optarena.ledger import ArtifactStore, Ledger, TrialRecord
-from optarena.records import CallRecord, Judgement, evolve, load_call, load_judgement, load_trial
+from optarena.ledger import ArtifactStore, Ledger
+from optarena.records import (
+    CallRecord,
+    Judgement,
+    TrialRecord,
+    evolve,
+    load_call,
+    load_judgement,
+    load_trial,
+)
 
 CHUNK_BYTES = 4 << 20  # one object in Ray's store per piece: small enough to stream
 MAX_TRANSFER_MB = 2048  # per trial; logs beyond it stay on the node (the delivery never does)
