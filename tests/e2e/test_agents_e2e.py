@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from optarena.fakemodel import FakeModelServer, make_script
-from optarena.fakemodel._script import HANG_MARKER
+from optarena.fakemodel import HANG_MARKER, FakeModelServer, make_script
 from optarena.ledger import Ledger
 from optarena.records import AgentLimits, CallRecord, TrialRecord
 from optarena.tasks import resolve_task

@@ -23,8 +23,7 @@ from pathlib import Path
 import pytest
 
 from harness_example import BENCH_SERVER
-from optarena.fakemodel import FakeModelServer, HarnessPlan, HarnessScript
-from optarena.fakemodel._harness_script import CLAIM_FILE
+from optarena.fakemodel import CLAIM_FILE, FakeModelServer, HarnessPlan, HarnessScript
 from optarena.harness import HarnessConfig, read_telemetry, run_harness
 from optarena.ledger import Ledger
 from optarena.records import AgentLimits, ToolCallRecord

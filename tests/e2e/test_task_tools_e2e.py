@@ -12,9 +12,7 @@ import json
 import pytest
 
 from optarena.cli._trials import tool_call_lines
-from optarena.fakemodel import FakeModelServer
-from optarena.fakemodel._script import OptimizeScript
-from optarena.fakemodel._tools_script import TaskToolsScript
+from optarena.fakemodel import FakeModelServer, OptimizeScript, TaskToolsScript
 from optarena.ledger import Ledger
 from optarena.mcp import TaskToolsHook
 from optarena.records import AgentLimits, ToolCallRecord, TrialRecord, calls_of

@@ -13,10 +13,16 @@ from typing import Any
 import pytest
 
 from optarena.agents.codex import CodexOptions, CodexRunner
-from optarena.fakemodel import Conversation, Reply, Tool, parse_request
-from optarena.fakemodel._render import render
-from optarena.fakemodel._script import OptimizeScript
-from optarena.fakemodel._tools_script import SEARCH_QUERY, TaskToolsScript
+from optarena.fakemodel import (
+    SEARCH_QUERY,
+    Conversation,
+    OptimizeScript,
+    Reply,
+    TaskToolsScript,
+    Tool,
+    parse_request,
+    render,
+)
 from optarena.mcp import TOOL_NAMES, TaskToolsHook
 from optarena.records import AgentLimits
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from optarena.fakemodel import USAGE, Reply, Tool, optimize_script, parse_request
-from optarena.fakemodel._render import render, served_tokens
+from optarena.fakemodel import USAGE, Reply, Tool, optimize_script, parse_request, render
+from optarena.fakemodel._render import served_tokens
 from optarena.proxy import SseUsage
 from optarena.proxy._usage import tokens_from_reply
 

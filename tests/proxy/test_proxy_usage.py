@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from optarena.fakemodel import Reply
-from optarena.fakemodel._render import render
+from optarena.fakemodel import Reply, render
 from optarena.proxy import ApiKind, CallTokens, ReplyUsage, SseUsage, reply_usage, sse_event
 from optarena.proxy._usage import tokens_from_reply
 

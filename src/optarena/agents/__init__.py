@@ -7,10 +7,9 @@ What tools a runner's agent takes is declared on its class (`takes_mcp` and `mcp
 
 from optarena.agents._base import AgentRunner, McpServer, RunContext, SandboxSpec
 from optarena.agents._cli_agent import npm_cache
-from optarena.agents._metering import proxy_limits, run_metered, with_metering
+from optarena.agents._metering import run_metered
 from optarena.agents._process import ProcessResult, run_logged
 from optarena.agents._registry import (
-    RUNNERS,
     create_runner,
     known_runners,
     mcp_runners,
@@ -21,7 +20,6 @@ from optarena.agents._registry import (
 from optarena.agents._relay_host import RelayHost
 
 __all__ = [
-    "RUNNERS",
     "AgentRunner",
     "McpServer",
     "ProcessResult",
@@ -32,11 +30,9 @@ __all__ = [
     "known_runners",
     "mcp_runners",
     "npm_cache",
-    "proxy_limits",
     "run_logged",
     "run_metered",
     "runner_class",
     "runner_ref",
     "skill_dirs",
-    "with_metering",
 ]

@@ -4,11 +4,14 @@ demos (`optarena fake-model`); never a real model.
 """
 
 from optarena.fakemodel._conversation import Conversation, ToolCall, ToolResult, parse_request
-from optarena.fakemodel._harness_script import HarnessPlan, HarnessScript
+from optarena.fakemodel._harness_script import CLAIM_FILE, HarnessPlan, HarnessScript
+from optarena.fakemodel._render import render
 from optarena.fakemodel._script import (
+    HANG_MARKER,
     SCRIPT_NAMES,
     USAGE,
     LongStreamScript,
+    OptimizeScript,
     Reply,
     Script,
     Tool,
@@ -17,18 +20,24 @@ from optarena.fakemodel._script import (
     optimize_script,
 )
 from optarena.fakemodel._server import FakeModelServer, ServedCall
+from optarena.fakemodel._tools_script import SEARCH_QUERY, TaskToolsScript
 
 __all__ = [
+    "CLAIM_FILE",
+    "HANG_MARKER",
     "SCRIPT_NAMES",
+    "SEARCH_QUERY",
     "USAGE",
     "Conversation",
     "FakeModelServer",
     "HarnessPlan",
     "HarnessScript",
     "LongStreamScript",
+    "OptimizeScript",
     "Reply",
     "Script",
     "ServedCall",
+    "TaskToolsScript",
     "Tool",
     "ToolCall",
     "ToolResult",
@@ -36,4 +45,5 @@ __all__ = [
     "make_script",
     "optimize_script",
     "parse_request",
+    "render",
 ]

@@ -5,26 +5,19 @@ servers behind recording relays), and export of the qualified ones as an experim
 condition's artifacts."""
 
 from optarena.harness._activate import export_artifacts
-from optarena.harness._hook import TELEMETRY_LOG, HarnessHook
-from optarena.harness._loop import HarnessConfig, check_config, run_harness
+from optarena.harness._hook import HarnessHook
+from optarena.harness._loop import HarnessConfig, run_harness
 from optarena.harness._prompts import BUILD_MARKER, REFLECT_MARKER, REPAIR_MARKER
-from optarena.harness._record import HarnessRun, IterationRecord, PhaseRecord, load_run, save_run
-from optarena.harness._registry import (
-    ArtifactEntry,
-    Registry,
-    content_sha256,
-    load_registry,
-    save_registry,
-)
+from optarena.harness._record import HarnessRun, IterationRecord, PhaseRecord, load_run
+from optarena.harness._registry import ArtifactEntry, Registry, load_registry, save_registry
 from optarena.harness._relay import ServerHost, read_telemetry
-from optarena.harness._scan import area_status, scan_area
+from optarena.harness._scan import scan_area
 from optarena.harness._vet import Vetting, vet
 
 __all__ = [
     "BUILD_MARKER",
     "REFLECT_MARKER",
     "REPAIR_MARKER",
-    "TELEMETRY_LOG",
     "ArtifactEntry",
     "HarnessConfig",
     "HarnessHook",
@@ -34,16 +27,12 @@ __all__ = [
     "Registry",
     "ServerHost",
     "Vetting",
-    "area_status",
-    "check_config",
-    "content_sha256",
     "export_artifacts",
     "load_registry",
     "load_run",
     "read_telemetry",
     "run_harness",
     "save_registry",
-    "save_run",
     "scan_area",
     "vet",
 ]

@@ -2,7 +2,7 @@
 then speed, paired against the baseline (or any other candidate) with an A/A control."""
 
 from optarena.judge._compare import CompareResult, aa_control, compare
-from optarena.judge._judge import JudgeOptions, judge, new_seed
+from optarena.judge._judge import JudgeOptions, judge
 from optarena.judge._result import JUDGE_SCHEMA_VERSION, Check, JudgeResult
 from optarena.judge._seal import JudgeTamperedError, verify_judge
 from optarena.judge.external import BaseRun, BrokenTaskError, check_base, judge_external
@@ -22,7 +22,6 @@ __all__ = [
     "compare",
     "judge",
     "judge_external",
-    "new_seed",
     "stats",
     "verify_judge",
 ]

@@ -29,20 +29,17 @@ API for other parts of optarena:
 """
 
 from optarena.ledger._ledger import Ledger, utc_now
-from optarena.ledger._paths import DB_NAME, ENV_VAR, default_home, resolve_home
-from optarena.ledger._schema import MIGRATIONS, SCHEMA_VERSION, Migration
+from optarena.ledger._paths import DB_NAME, resolve_home
+from optarena.ledger._schema import SCHEMA_VERSION, Migration
 from optarena.ledger._store import ArtifactStore, TreeManifest
 
 __all__ = [
     "DB_NAME",
-    "ENV_VAR",
-    "MIGRATIONS",
     "SCHEMA_VERSION",
     "ArtifactStore",
     "Ledger",
     "Migration",
     "TreeManifest",
-    "default_home",
     "resolve_home",
     "utc_now",
 ]

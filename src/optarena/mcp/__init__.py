@@ -5,10 +5,11 @@ the judge's own judgement of the delivered files after the agent stops, and ever
 recorded by the server (`Telemetry`), outside what the tool returns to the agent.
 """
 
+from optarena.mcp._errors import ToolInputError
 from optarena.mcp._hook import TaskToolsHook
-from optarena.mcp._host import ToolsHost, relay
+from optarena.mcp._host import ToolsHost
 from optarena.mcp._server import build_server, serve_stdio
-from optarena.mcp._tools import TOOL_NAMES, TaskTools, Telemetry, ToolInputError
+from optarena.mcp._tools import TOOL_NAMES, TaskTools, Telemetry
 
 __all__ = [
     "TOOL_NAMES",
@@ -18,6 +19,5 @@ __all__ = [
     "ToolInputError",
     "ToolsHost",
     "build_server",
-    "relay",
     "serve_stdio",
 ]

@@ -16,7 +16,8 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from optarena.mcp._tools import TaskTools, ToolInputError
+from optarena.mcp._errors import ToolInputError
+from optarena.mcp._tools import TaskTools
 
 INSTRUCTIONS = (
     "optarena's judge for this task. check_correctness judges your workspace's editable files "

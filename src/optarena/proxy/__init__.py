@@ -4,9 +4,9 @@ Completions, streamed or not) to an upstream, meters every call, enforces per-tr
 `MeteredSession` runs one for an agent run; `optarena proxy` runs one from the command line.
 """
 
-from optarena.proxy._meter import Meter, ProxyLimits, may_have_spent, total_tokens
+from optarena.proxy._meter import Meter, ProxyLimits, total_tokens
 from optarena.proxy._prices import ModelPrice, PriceTable, load_prices
-from optarena.proxy._server import MeteringProxy, Provider, Upstream, Upstreams, routes_of
+from optarena.proxy._server import MeteringProxy, Upstreams
 from optarena.proxy._session import MeteredSession
 from optarena.proxy._usage import CallTokens, ReplyUsage, SseUsage, reply_usage
 from optarena.proxy._wire import ApiKind, api_kind, error_body, sse_event
@@ -19,18 +19,14 @@ __all__ = [
     "MeteringProxy",
     "ModelPrice",
     "PriceTable",
-    "Provider",
     "ProxyLimits",
     "ReplyUsage",
     "SseUsage",
-    "Upstream",
     "Upstreams",
     "api_kind",
     "error_body",
     "load_prices",
-    "may_have_spent",
     "reply_usage",
-    "routes_of",
     "sse_event",
     "total_tokens",
 ]

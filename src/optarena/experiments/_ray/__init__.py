@@ -5,12 +5,10 @@ Ray is an optional dependency (`pip install 'optarena[ray]'`): nothing here impo
 a run asks for it (`run_on_ray`), and then a missing Ray is one line saying how to install it.
 """
 
-from optarena.experiments._ray._cluster import AGENT_RESOURCE, JUDGE_RESOURCE, import_ray
+from optarena.experiments._ray._cluster import import_ray
 from optarena.experiments._ray._driver import RayOptions, attempt_id, run_on_ray
 
 __all__ = [
-    "AGENT_RESOURCE",
-    "JUDGE_RESOURCE",
     "RayOptions",
     "attempt_id",
     "import_ray",
