@@ -18,6 +18,8 @@ from optarena.identity import (
     judging_code,
     judging_files,
 )
+
+# private: the seal's own list of files, compared with the manifest
 from optarena.judge._seal import judge_code_files
 
 # A judgement in a fresh interpreter, then every optarena module it loaded.

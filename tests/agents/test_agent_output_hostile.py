@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from optarena.agents import RunContext
+
+# private: the runners' own stream parsers and output limits, fed hostile output directly
 from optarena.agents._claude_stream import parse_claude_stream
 from optarena.agents._cli_agent import MAX_LINE, stream_lines
 from optarena.agents._codex_stream import parse_codex_stream

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# private: the claude runner's stream parser, tested on recorded output
 from optarena.agents._claude_stream import parse_claude_stream
 from optarena.agents.claude import claude_status
 

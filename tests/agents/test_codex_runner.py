@@ -102,6 +102,7 @@ def test_run_with_a_recorded_stream_prices_known_models(tmp_path: Path) -> None:
 
 
 def test_default_model_is_priced_from_what_the_proxy_saw(tmp_path: Path) -> None:
+    # private: the codex runner's stream parser and its result, tested on recorded output
     from optarena.agents._cli_agent import Parsed
     from optarena.agents._codex_stream import parse_codex_stream
     from optarena.proxy import MeteredSession, ProxyLimits

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+# private: the codex runner's stream parser, tested on recorded output
 from optarena.agents._codex_stream import parse_codex_stream
 from optarena.agents.codex import codex_status, toml_value
 

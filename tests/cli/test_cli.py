@@ -15,6 +15,8 @@ import pytest
 
 import optarena
 from optarena.cli import main
+
+# private: a pure renderer of the command line, tested on literal values
 from optarena.cli._render import brief
 from optarena.tasks import BUILTIN_DIR, builtin_task_ids
 
@@ -241,6 +243,7 @@ def test_tasks_say_why_a_task_cannot_run_here(
 ) -> None:
     """A task that needs a GPU (on a machine without one) is listed, marked not runnable, with
     the reason; the same reason is what the judge refuses with."""
+    # private: monkeypatched (the GPU probe) where the loader and the command look it up
     import optarena.tasks._requirements as requirements
     from optarena.cli import _tasks
     from optarena.tasks import load_task

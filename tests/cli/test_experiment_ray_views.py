@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+# private: the command line's Ray views, tested on built records
 from optarena.cli._experiment_ray import NodeBoard, key_places
 from optarena.experiments import ScheduledTrial, experiment_state, freeze, load_plan
 from optarena.ledger import Ledger, utc_now

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+# private: the command line's speed views, tested on built metrics
 from optarena.cli._speed_view import aa_warning, speed_text, why_inconclusive
 from optarena.records import (
     AAControl,
@@ -114,6 +115,7 @@ def test_a_scaled_benchmark_shows_both_sizes_and_the_os_check() -> None:
     the metric, and the OS check's outcome with what the spec could add."""
     from rich.console import Console
 
+    # private: see above
     from optarena.cli._speed_view import benchmark_view
     from optarena.records import BenchmarkRound, BenchmarkStop, ExternalMetrics, OsCheck, ScaleRuns
 

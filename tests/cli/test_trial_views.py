@@ -13,6 +13,8 @@ from rich.console import Console
 
 from ledger.conftest import running_record
 from optarena.cli import main
+
+# private: the command line's trial tables, tested on built records
 from optarena.cli._trial_views import fitted_table, trials_table
 from optarena.ledger import Ledger, utc_now
 from optarena.records import Usage

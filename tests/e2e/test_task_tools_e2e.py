@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+# private: what `trial show` prints of the tool calls, checked on a real trial
 from optarena.cli._trials import tool_call_lines
 from optarena.fakemodel import FakeModelServer, OptimizeScript, TaskToolsScript
 from optarena.ledger import Ledger

@@ -4,6 +4,8 @@ trial run with `meter=false` has no metered cost (unknown, never its agent's cla
 from __future__ import annotations
 
 from ledger.conftest import running_record
+
+# private: the comparison's pure steps, tested on literal trials
 from optarena.experiments._compare import summarize_condition, trial_row
 from optarena.records import Usage
 

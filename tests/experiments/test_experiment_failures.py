@@ -136,6 +136,7 @@ COMMAND_CHEAT = 'agent = "command"\ncommand = "python3 {plan_dir}/honest.py {wor
 
 def test_a_user_stopped_row_is_told_apart_from_a_failed_one(tmp_path: Path) -> None:
     """The wording `run_trial` gives a Ctrl-C'd trial is what `stopped_by_user` reads."""
+    # private: the run's record of a user's stop, checked after one
     from optarena.experiments._state import stopped_by_user
     from optarena.judge import JudgeOptions, JudgeResult
     from optarena.tasks import Task

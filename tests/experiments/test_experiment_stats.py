@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+# private: the comparison's pure statistics, tested on literal numbers
 from optarena.experiments._compare import compare_treatment, summarize_condition
 from optarena.experiments._stats import (
     MIN_PAIRS,

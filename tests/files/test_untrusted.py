@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+# private: `_untrusted` is monkeypatched (a swap between stat and open)
 from optarena.files import (
     _untrusted,
     copy_untrusted,

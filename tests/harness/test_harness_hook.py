@@ -16,6 +16,8 @@ import pytest
 from optarena.agents.claude import ClaudeOptions, ClaudeRunner
 from optarena.agents.codex import CodexOptions, CodexRunner
 from optarena.harness import HarnessHook
+
+# private: the hook's record of a started server, checked after a trial
 from optarena.harness._hook import ActiveServer
 from optarena.records import AgentLimits
 

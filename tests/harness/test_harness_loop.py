@@ -24,6 +24,8 @@ from optarena.harness import (
     IterationRecord,
     run_harness,
 )
+
+# private: the loop's pure scoring and stop rule, tested on literal attempts
 from optarena.harness._score import better, stop_reason
 from optarena.ledger import Ledger
 from optarena.records import AgentLimits, AgentOutcome, Usage

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from optarena.agents import RunContext, SandboxSpec
 from optarena.agents.command import CommandRunner
+
+# private: the session's follow-up turn, tested on literal outcomes
 from optarena.harness._session import follow_up
 from optarena.ledger import Ledger
 from optarena.records import AgentLimits, AgentOutcome

@@ -23,6 +23,8 @@ from optarena.harness import (
     scan_area,
     vet,
 )
+
+# private: the skill front-matter parser, fed hostile files directly
 from optarena.harness._vet import front_matter
 from optarena.ledger import Ledger
 from optarena.sandbox import AgentSandboxPolicy

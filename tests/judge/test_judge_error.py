@@ -11,6 +11,8 @@ import pytest
 
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult, judge
+
+# private: monkeypatched (a phase that raises)
 from optarena.judge import _judge as judge_module
 from optarena.tasks import Task
 

@@ -71,6 +71,7 @@ def test_trials_and_trial_show_list_it_marked(
 
 
 def test_an_older_protocols_speed_stays_out_of_comparisons() -> None:
+    # private: the comparison's step for one condition, on an old ledger's trials
     from optarena.experiments._compare import OLDER_PROTOCOL, summarize_condition
     from optarena.records import TrialRow
 

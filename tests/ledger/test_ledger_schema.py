@@ -10,6 +10,8 @@ import pytest
 
 from optarena.errors import LedgerError
 from optarena.ledger import SCHEMA_VERSION, Ledger, Migration, resolve_home
+
+# private: monkeypatched (a migration that fails, one more migration)
 from optarena.ledger import _schema as schema
 from optarena.records import TrialRecord
 

@@ -15,6 +15,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from optarena.mcp import TOOL_NAMES, TaskTools, Telemetry, build_server
+
+# private: the tools' redaction and the host's limit, attacked directly
 from optarena.mcp._tools import redact
 from optarena.records import ToolCallRecord, calls_of
 from optarena.tasks import BUILTIN_DIR, Task, load_task
@@ -223,6 +225,8 @@ def test_an_agent_opening_connections_in_a_loop_starts_at_most_two_servers(
     import time
 
     from optarena.mcp import ToolsHost
+
+    # private: see above
     from optarena.mcp._host import MAX_SERVERS
 
     ws = _workspace(small_task, tmp_path / "ws", WRONG)

@@ -18,6 +18,8 @@ import mcp.types
 import pytest
 
 from optarena.mcp import ToolsHost
+
+# private: the server's cut-off for a reply, checked in the telemetry
 from optarena.mcp._server import CUT_OFF
 from optarena.records import NO_END, ToolCallRecord, calls_of, load_tool_call
 from optarena.tasks import BUILTIN_DIR

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from optarena.fakemodel import USAGE, Reply, Tool, optimize_script, parse_request, render
+
+# private: the fake model's and the proxy's token arithmetic, on literal replies
 from optarena.fakemodel._render import served_tokens
 from optarena.proxy import SseUsage
 from optarena.proxy._usage import tokens_from_reply

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from optarena.fakemodel import FakeModelServer, make_script
+
+# private: monkeypatched limits, and the body reader attacked directly
 from optarena.proxy import MeteredSession, ProxyLimits, _server
 from optarena.proxy import _handler as proxy_handler
 from optarena.proxy._intake import BadBody, BodyBudget, read_body

@@ -20,6 +20,8 @@ import pytest
 
 from optarena.fakemodel import FakeModelServer, LongStreamScript, WireFault
 from optarena.proxy import MeteredSession, ProxyLimits, total_tokens
+
+# private: monkeypatched (a shorter drain)
 from optarena.proxy import _handler as proxy_handler
 from optarena.records import CallRecord
 

@@ -12,6 +12,8 @@ import pytest
 
 from optarena.fakemodel import Reply, render
 from optarena.proxy import ApiKind, CallTokens, ReplyUsage, SseUsage, reply_usage, sse_event
+
+# private: the proxy's token arithmetic, on literal replies
 from optarena.proxy._usage import tokens_from_reply
 
 LONG = CallTokens(input=1000, output=7000, cache_read=200, cache_write=0, reasoning=0)

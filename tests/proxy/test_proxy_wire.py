@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from optarena.proxy import api_kind, error_body
+
+# private: the proxy's request parser, fed hostile bodies directly
 from optarena.proxy._wire import request_fields
 
 

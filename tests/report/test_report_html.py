@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+# private: the comparison's steps build literal conditions; the SVG's frame to read
+# the chart's pixels
 from optarena.experiments._compare import compare_treatment, summarize_condition
 from optarena.records import ExperimentComparison, TrialRow
 from optarena.report import render_html, render_markdown

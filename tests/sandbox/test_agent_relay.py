@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from optarena.sandbox import AgentSandbox, AgentSandboxPolicy, probe
+
+# private: the agent sandbox's bridge and relay limit, attacked directly
 from optarena.sandbox._agent_net import UnixBridge
 from optarena.sandbox._agent_relay import MAX_PAIRS
 

@@ -27,6 +27,8 @@ from optarena.sandbox import (
     probe,
     sweep_agent_leftovers,
 )
+
+# private: the sweep's, cgroups' and uids' internals, attacked directly
 from optarena.sandbox._agent_sweep import (
     CGROUP_PREFIX,
     owned_name,
@@ -401,6 +403,7 @@ def test_without_a_private_root_the_hidden_list_still_holds(
     """Where the kernel refuses a private root (pivot_root), the agent still runs: read-only
     everywhere but its directories, the ledger and /run hidden by name, and the report says
     that only what was listed is hidden."""
+    # private: monkeypatched (a refused private root)
     from optarena.sandbox import _agent
 
     caps = replace(CAPS, private_root="pivot_root: refused here")

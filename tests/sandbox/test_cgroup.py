@@ -20,6 +20,8 @@ import pytest
 
 from optarena.processes import descendants, is_zombie
 from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy, probe, spawn
+
+# private: the cgroup layout's internals, tested on literal hierarchies
 from optarena.sandbox._cgroup import (
     Hierarchy,
     Layout,
@@ -343,6 +345,7 @@ def test_cgroups_of_dead_judges_are_swept_in_every_hierarchy(tmp_path: Path) -> 
     """A judge killed while its worker was frozen left cgroups in every hierarchy with a live
     process inside: the sweep thaws and kills it and removes every directory, and leaves a
     live judge's cgroups alone."""
+    # private: see above
     from optarena.sandbox._cgroup import sweep_stale
 
     dead = subprocess.Popen(["true"])
@@ -401,6 +404,7 @@ def _v1_freezer_caps() -> object:
 def test_strays_of_a_frozen_worker_are_killed_and_the_worker_lives_on(
     tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # private: monkeypatched (a cgroup v1 freezer)
     from optarena.sandbox import _sandbox
 
     if mode == "v1-freezer":

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# private: the seal's, the checks' and the worker guard's internals, attacked directly
 from optarena.judge._seal import broken, take_seal
 from optarena.judge.correctness._checks import check_precision, downcast_width
 from optarena.judge.worker import _guard

@@ -6,6 +6,7 @@ import os
 import stat
 from pathlib import Path
 
+# private: the mount planner, tested on literal trees
 from optarena.sandbox._mounts import Mask, blockers, may_traverse, plan_masks
 
 

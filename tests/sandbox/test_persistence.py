@@ -27,6 +27,8 @@ import pytest
 
 from optarena.processes import descendants, is_zombie
 from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy, probe
+
+# private: the leftover sweeps, tested one kind at a time
 from optarena.sandbox._leftovers import remove_files_of, remove_mqueues_of, remove_sysv_of
 
 CAPS = probe()
@@ -451,6 +453,7 @@ def test_a_dirty_lease_is_swept_before_its_next_use(
 ) -> None:
     """A judge killed before its sweep leaves the lease marked dirty: the next lessee of that
     uid removes the leftovers before its worker starts; a clean lease is not swept again."""
+    # private: monkeypatched (a uid lease)
     from optarena.sandbox import _sandbox, _uids
 
     lease = _uids.lease_uid()
@@ -523,6 +526,7 @@ def test_the_sweep_survives_a_tree_nested_past_the_recursion_limit(tmp_path: Pat
     """Anyone may nest directories in /tmp deeper than Python recurses: the sweep of a lease's
     leftovers walked them with os.fwalk and raised RecursionError, so the uid's files stayed.
     Now it removes the uid's own deep tree too, and leaves the other owner's alone."""
+    # private: see above
     from optarena.sandbox._leftovers import remove_files_of
 
     uid = 1_999_999

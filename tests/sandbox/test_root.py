@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+# private: the private root's planner, tested on literal trees
 from optarena.sandbox._mounts import socket_files, toolchain_paths
 from optarena.sandbox._root import RootEntry, plan_root, resolve
 

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy, probe
+
+# private: the seccomp program's builder, tested on its bytes
 from optarena.sandbox._seccomp import ARCHES, native_arch, program, why_unavailable
 
 PROBE = textwrap.dedent(

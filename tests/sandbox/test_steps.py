@@ -4,6 +4,7 @@ follow from the measures."""
 
 from __future__ import annotations
 
+# private: the one builder of both sandboxes' isolation steps, tested alone
 from optarena.sandbox._steps import IsolationSteps
 
 

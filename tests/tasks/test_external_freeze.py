@@ -13,6 +13,8 @@ from external_example import EXAMPLE, make_project
 from optarena.cli import main
 from optarena.errors import SpecError
 from optarena.tasks.external import freeze_external, freeze_warnings
+
+# private: the spec's shape checker, fed hostile TOML directly
 from optarena.tasks.external._shape import loads_project
 
 # The example's benchmark as it was: one process draws n, imports the project, checks, prints.

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from optarena.judge.correctness import load_request
+
+# private: the worker's modules are loaded by path and have no public names
 from optarena.judge.worker._native import CEntry, LoadFailed, load_c
 from optarena.tasks import Task, resolve_task
 

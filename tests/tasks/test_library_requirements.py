@@ -50,6 +50,7 @@ def test_judging_a_cuda_task_here_is_refused(tid: str, capsys: pytest.CaptureFix
 
 
 def test_a_missing_compiler_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    # private: monkeypatched (the GPU probe)
     import optarena.tasks._requirements as requirements
 
     real = shutil.which

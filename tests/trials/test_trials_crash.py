@@ -23,6 +23,8 @@ from optarena.ledger import Ledger
 from optarena.processes import is_zombie
 from optarena.records import AgentOutcome, TrialRecord
 from optarena.sandbox import probe
+
+# private: where the sandbox keeps its sockets, to see that a crash left none
 from optarena.sandbox._agent_sweep import socket_bases
 from optarena.tasks import Task
 from optarena.trials import TrialConfig, TrialInterrupted, rejudge, run_trial

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from optarena.experiments import freeze, load_plan
+
+# private: the Ray executor's checks, cluster layout and attempt ids, tested on literal nodes
 from optarena.experiments._ray import attempt_id
 from optarena.experiments._ray._checks import (
     containment_problems,

@@ -14,6 +14,8 @@ import pytest
 
 from optarena.errors import OptarenaError
 from optarena.experiments import RayOptions, experiment_state, freeze, load_plan, schedule
+
+# private: the Ray driver's steps and messages, driven one at a time
 from optarena.experiments._ray._checks import expectation
 from optarena.experiments._ray._driver import RayAttempt
 from optarena.experiments._ray._transfer import Begun, Refused

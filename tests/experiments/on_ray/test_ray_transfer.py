@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+# private: the Ray executor's transfer protocol, fed hostile chunks directly
 from optarena.experiments._ray._transfer import (
     CHUNK_BYTES,
     Chunk,

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from optarena.experiments import freeze, load_plan, schedule, trial_config
+
+# private: the Ray worker's and judge's steps and messages, driven one at a time
 from optarena.experiments._execute import KEY_ENV
 from optarena.experiments._ray._checks import expectation
 from optarena.experiments._ray._judge import JudgeReply, JudgeRequest, judge_here

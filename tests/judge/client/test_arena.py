@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from optarena.judge.client import arena_bytes
+
+# private: the shared-memory arena's internals, attacked directly
 from optarena.judge.client._arena import ArenaFull, InputArena, OutputArena, span_bytes
 from optarena.tasks import inputs as gen
 

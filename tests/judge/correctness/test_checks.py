@@ -11,6 +11,8 @@ from optarena.judge.correctness import (
     check_tolerance,
     check_type,
 )
+
+# private: the checks' pure helpers, tested on literal arrays
 from optarena.judge.correctness._checks import (
     check_inputs_unmodified,
     check_no_alias,

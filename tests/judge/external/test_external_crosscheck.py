@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 
+# private: the OS cross-check, tested on literal readings
 from optarena.judge.external._crosscheck import os_check
 from optarena.records import BenchmarkRound, OsCheck, ScaleRuns
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# private: the readers of a command's output, fed hostile files directly
 from optarena.judge.external._run import _read_tail, read_junit
 
 REPORT = (
@@ -51,6 +52,7 @@ def test_a_report_that_is_not_a_plain_file_in_the_tree_is_not_read(tmp_path: Pat
 def test_json_nested_too_deep_to_parse_is_no_metric_not_a_crash() -> None:
     """The candidate's code prints into the benchmark's output: a last line of JSON nested
     200,000 deep made the parser raise RecursionError out of the judge."""
+    # private: see above
     from optarena.judge.external._run import CommandRun, read_metric
     from optarena.tasks.external import Metric
 

@@ -6,6 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
+# private: the sealed worktrees, attacked directly
 from optarena.judge.external._tree import SealedTree, copy_over, tree_digests
 
 

@@ -186,6 +186,7 @@ def test_a_pair_with_a_worker_that_could_not_be_frozen_does_not_count(
 ) -> None:
     """An idle worker that could not be frozen ran beside the others: its pair is no evidence
     (the report used to look at the first worker of pair 0 and carry on with a note)."""
+    # private: monkeypatched (a freeze that fails once)
     from optarena.judge.client import _worker as _client
 
     real = _client.WorkerClient.freeze

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+# private: the speed protocol's pure checks and rules, tested on literal calls
 from optarena.judge.speed._checks import (
     TimedInput,
     call_bytes,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+# private: monkeypatched (no perf), and its parsers tested on literal output
 import optarena.judge.speed._instructions as ins
 from optarena.judge.speed._instructions import count_arms, parse_total
 from optarena.tasks import BUILTIN_DIR, Task, load_task

@@ -7,6 +7,9 @@ import math
 import pytest
 
 from optarena.judge.speed import Estimate, decided, estimate, median
+
+# private: pure statistics tested on literal numbers (the module is public as
+# optarena.judge.stats, an attribute that `from ... import` cannot reach)
 from optarena.judge.speed._stats import (
     OUTLIERS,
     TOO_FEW,

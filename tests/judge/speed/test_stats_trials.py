@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
+# private: pure statistics tested on literal numbers (the module is public as
+# optarena.judge.stats, an attribute that `from ... import` cannot reach)
 from optarena.judge.speed._stats import (
     TOO_FEW,
     ZERO_VARIANCE,

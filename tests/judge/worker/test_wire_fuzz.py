@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+# private: the worker's modules are loaded by path and have no public names
 from optarena.judge.worker import _wire as wire
 
 SEED = 20240917

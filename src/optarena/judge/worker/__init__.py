@@ -5,3 +5,7 @@ loads them by path, before any candidate code, without importing optarena, and n
 judge itself imports may execute there. The judge side imports `_wire` from here to speak the
 same frame format.
 """
+
+# No public names: the worker loads its modules by path, and the judge's side (`judge.client`)
+# imports the ones it shares (`_wire`, `_run`) as modules, each as it is.
+__all__: list[str] = []
