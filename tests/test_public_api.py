@@ -24,17 +24,22 @@ TESTS = Path(__file__).parent
 
 
 def _packages() -> dict[str, Path]:
-    """Dotted name -> `__init__.py` of every optarena package (the built-in tasks are data)."""
+    """Dotted name -> the file that declares its public names, for every optarena package
+    (its `__init__.py`) and top-level module (`errors`, `identity`, `qualify`); the built-in
+    tasks are data and `__main__` only runs the command line."""
     out = {}
     for init in sorted(ROOT.rglob("__init__.py")):
         rel = init.relative_to(ROOT.parent).parent
         if "builtin" not in rel.parts:
             out[".".join(rel.parts)] = init
+    for module in sorted(ROOT.glob("*.py")):
+        if not module.name.startswith("_"):
+            out[f"optarena.{module.stem}"] = module
     return out
 
 
 def _declared_all(init: Path) -> list[str] | None:
-    """The literal `__all__` an `__init__.py` assigns at top level, or None."""
+    """The literal `__all__` a file assigns at top level, or None."""
     for node in ast.parse(init.read_text(encoding="utf-8")).body:
         target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
         if isinstance(target, ast.Name) and target.id == "__all__" and node.value is not None:

@@ -67,3 +67,15 @@ class RecordError(LedgerError):
 class TaskPackageError(OptarenaError):
     """A task package that is broken as shipped (its baseline fails its own oracle, a control
     does not behave as declared): the task's fault, not the user's input nor the candidate's."""
+
+
+__all__ = [
+    "AgentNotInstalledError",
+    "LedgerError",
+    "MissingPrerequisiteError",
+    "OptarenaError",
+    "RecordError",
+    "SpecError",
+    "TaskPackageError",
+    "UnknownNameError",
+]

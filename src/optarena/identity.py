@@ -237,3 +237,21 @@ def installation_changes() -> tuple[list[str], str]:
         if changes:
             return changes, ref.source
     return [], ""
+
+
+__all__ = [
+    "BUILTIN_TASKS",
+    "PACKAGE_DIR",
+    "CodeReference",
+    "code_references",
+    "hash_files",
+    "hash_tree",
+    "installation_changes",
+    "judge_sha256",
+    "judging_code",
+    "judging_files",
+    "loaded_files",
+    "runtime_fingerprint",
+    "sha256_bytes",
+    "tree_files",
+]

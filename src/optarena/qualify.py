@@ -119,3 +119,6 @@ def qualify_task(
         aa=aa_outcome,
         problems=problems,
     )
+
+
+__all__ = ["QUALIFY_AA_BUDGET_S", "AAOutcome", "ControlOutcome", "QualifyReport", "qualify_task"]
