@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from optarena.sandbox._mounts import device_paths, private_root, toolchain_paths
 from optarena.sandbox import _linux
+from optarena.sandbox._mounts import device_paths, private_root, toolchain_paths
 from optarena.sandbox._root import RootEntry, enter_root, leave_old_root, plan_root, resolve
 
 
@@ -176,7 +176,7 @@ def test_a_hidden_path_gone_between_plan_and_start_leaves_nothing_to_hide(
             leave_old_root(plan)
             os.write(w, ",".join(sorted(os.listdir(str(shown)))).encode())
             os._exit(0)
-        except BaseException as e:  # noqa: BLE001 - the parent reads what went wrong
+        except BaseException as e:
             os.write(w, f"error {e!r}".encode())
             os._exit(1)
     os.close(w)
