@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from optarena.sandbox import _linux
-from optarena.sandbox._mounts import device_paths, private_root, toolchain_paths
+from optarena.sandbox._mounts import device_paths, opened_for, private_root, toolchain_paths
 from optarena.sandbox._root import RootEntry, enter_root, leave_old_root, plan_root, resolve
 
 
@@ -184,3 +184,21 @@ def test_a_hidden_path_gone_between_plan_and_start_leaves_nothing_to_hide(
     os.close(r)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0 and seen == "kept", seen
+
+
+def test_a_directory_the_uid_may_not_search_is_shown_by_its_entries(tmp_path: Path) -> None:
+    """A bound directory keeps its mode: a 0700 venv root (mkdtemp) would stop the sandbox's
+    uid at its door, so its entries are bound instead, and its own place is a placeholder."""
+    closed, opened = tmp_path / "venv", tmp_path / "open"
+    for d in (closed / "bin", closed / "lib", opened / "bin"):
+        d.mkdir(parents=True)
+    (closed / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    os.chmod(closed, 0o700)
+    uid = 1_500_000 if os.geteuid() == 0 else os.geteuid() + 1
+    assert opened_for([str(closed), str(opened)], uid) == [
+        str(closed / "bin"),
+        str(closed / "lib"),
+        str(closed / "pyvenv.cfg"),
+        str(opened),
+    ]
+    assert opened_for([str(closed)], os.stat(closed).st_uid) == [str(closed)]  # its owner

@@ -243,8 +243,9 @@ class Sandbox:
         workdir = str(self.workdir)
         read = [n for n in needed if n != workdir]
         path_env = os.environ.get("PATH", "")
+        uid = self.lease.uid if self.lease else None
         root = private_root(read, [workdir], scratch, self.hide, fresh_proc=fresh_proc,
-                            path_env=path_env)  # fmt: skip
+                            path_env=path_env, uid=uid)  # fmt: skip
         hidden = f" (hidden: {', '.join(self.hide)})" if self.hide else ""
         self.measures["mounts"] = f"private root{hidden}"
         return root
