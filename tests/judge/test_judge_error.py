@@ -121,3 +121,25 @@ def test_user_errors_and_interrupts_still_propagate(
     monkeypatch.setattr(judge_module, "run_correctness", _raiser(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         _judge(task, cand)
+
+
+def test_a_worker_sandbox_that_does_not_start_is_a_judge_error_and_nothing_runs(
+    task_copy: Callable[..., Task],
+    candidate: Callable[[str], Path],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The candidate is never run with less isolation than the probe promised: a failed
+    isolated start ends the judgement as `judge_error` (it ran with rlimits only before)."""
+    # private: monkeypatched (a child setup that fails)
+    from optarena.sandbox import _sandbox
+
+    def broken(plan: object) -> None:
+        raise OSError("a mount refused (planted by a test)")
+
+    monkeypatch.setattr(_sandbox, "child_setup", broken)
+    marker = tmp_path / "imported"
+    cand = candidate(f"open({str(marker)!r}, 'w').close()\n" + HONEST)
+    result = _judge(task_copy("rmsnorm"), cand)
+    _assert_judge_error(result, "SandboxStartError", "did not start", "was not run")
+    assert not marker.exists()

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from optarena.processes import descendants, is_zombie
+from optarena.processes import children_of, descendants, is_zombie
 from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy, probe
 
 # private: the leftover sweeps, tested one kind at a time
@@ -509,6 +509,30 @@ def test_helper_processes_are_not_strays(tmp_path: Path) -> None:
         assert proc.wait(timeout=20) == -24  # a signal death stays a signal death
     finally:
         crash.close()
+
+
+@needs_pidns
+def test_at_the_memory_limit_the_kernel_picks_the_worker_not_a_helper(tmp_path: Path) -> None:
+    """The holder and init are forks of the judge (tens of MiB): in the worker's memory cgroup
+    the kernel killed them first at the limit, and the worker died with them, an anonymous
+    SIGKILL; their pages also counted against the candidate's limit. Only the worker's tree
+    is in the memory cgroup."""
+    if "memory" not in CAPS.cgroups.chosen:
+        pytest.skip(f"no memory cgroup: {CAPS.cgroups.why_not.get('memory')}")
+    work = tmp_path / "w"
+    work.mkdir()
+    sb = Sandbox(work, LIMITS)
+    script = "import time; print(open('/proc/self/cgroup').read(), flush=True); time.sleep(20)"
+    proc = sb.spawn([sys.executable, "-I", "-c", script], env={}, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        helpers = {proc.pid, *children_of(proc.pid)}
+        memory_dir = sb.cgroup.dirs[CAPS.cgroups.chosen["memory"]]  # type: ignore[union-attr]
+        members = {int(p) for p in (memory_dir / "cgroup.procs").read_text().split()}
+        assert len(helpers) == 2 and sb.worker_pid in members and not members & helpers
+    finally:
+        sb.close()
 
 
 def _nest(root: Path, name: str, depth: int) -> None:

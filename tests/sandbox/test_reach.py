@@ -214,6 +214,46 @@ def test_a_socket_under_dev_or_var_run_is_unreachable(
         assert out.splitlines()[-1] == "refused" and daemon.accepted == 0, (path, out)
 
 
+IN_PROCESS = pytest.mark.parametrize("run", [_agent, _worker], ids=["agent", "worker"])
+
+
+def _after_the_plan(monkeypatch: pytest.MonkeyPatch, act: Callable[[], None]) -> None:
+    """Run `act` between the sandbox's plan of its root and its start (what another process
+    on the host may do at that moment)."""
+    # private: monkeypatched (the plan of the root, then a host change)
+    from optarena.sandbox import _agent, _sandbox
+
+    for module in (_agent, _sandbox):
+        planned = module.private_root
+
+        def plan_then_act(*args: Any, _planned: Any = planned, **kwargs: Any) -> Any:
+            plan = _planned(*args, **kwargs)
+            act()
+            return plan
+
+        monkeypatch.setattr(module, "private_root", plan_then_act)
+
+
+@needs_root
+@IN_PROCESS
+def test_a_socket_made_in_dev_after_the_plan_is_unreachable(
+    outside: Outside, run: Runner, listen: Listen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon's socket (or FIFO, or device) appearing in /dev while a sandbox starts: /dev
+    is built device by device, so nothing of the host's /dev shows that was not named."""
+    path = f"/dev/{outside.base.name}.sock"
+    daemons: list[Any] = []
+
+    def start() -> None:
+        daemons.append(listen(socket.AF_UNIX, path))
+        os.chmod(path, 0o777)
+
+    _after_the_plan(monkeypatch, start)
+    out = run(outside, f"ls -A /dev; {_connect(path)}", {})
+    assert out.splitlines()[-1] == "refused" and daemons[0].accepted == 0, out
+    assert "kmsg" not in out.split() and "null" in out.split(), out
+
+
 @where
 def test_an_abstract_socket_is_unreachable(outside: Outside, run: Runner, listen: Listen) -> None:
     """An abstract Unix socket has no file: it belongs to a network namespace."""

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-# private: the private root's planner, tested on literal trees
-from optarena.sandbox._mounts import socket_files, toolchain_paths
-from optarena.sandbox._root import RootEntry, plan_root, resolve
+# private: the private root's planner and its builder (run in a forked child), on literal trees
+from optarena.sandbox import _linux
+from optarena.sandbox._mounts import device_paths, opened_for, private_root, toolchain_paths
+from optarena.sandbox._root import RootEntry, enter_root, leave_old_root, plan_root, resolve
 
 
 def _kinds(plan_entries: tuple[RootEntry, ...]) -> list[tuple[str, str]]:
@@ -118,16 +119,87 @@ def test_toolchain_follows_a_cli_linked_from_a_path_directory(tmp_path: Path) ->
     assert str(tmp_path / "local" / "share") not in shown
 
 
-def test_sockets_are_found_below_a_directory(tmp_path: Path) -> None:
+def test_only_named_devices_and_gpus_are_shown_from_dev(tmp_path: Path) -> None:
+    """A /dev of the sandbox's own: the usual devices and a GPU's nodes, never the rest (a
+    socket, a FIFO, kmsg), whatever else the host's /dev holds."""
     import socket
 
-    (tmp_path / "deep" / "er").mkdir(parents=True)
-    path = tmp_path / "deep" / "er" / "log"
+    for name in ("null", "urandom", "kmsg", "nvidia0", "nvidia-uvm", "loop0", "fuse"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "nvidia-caps").mkdir()
+    (tmp_path / "pts").mkdir()
+    os.mkfifo(tmp_path / "initctl")
     s = socket.socket(socket.AF_UNIX)
     try:
-        s.bind(str(path))
-        (tmp_path / "plain").write_text("x")
-        os.symlink(path, tmp_path / "link")
-        assert socket_files(str(tmp_path)) == [str(path)]
+        s.bind(str(tmp_path / "log"))
+        shown = [os.path.basename(p) for p in device_paths(str(tmp_path))]
     finally:
         s.close()
+    assert shown == ["null", "urandom", "pts", "nvidia-caps", "nvidia-uvm", "nvidia0"]
+
+
+def test_dev_is_planned_device_by_device_with_its_links_unresolved() -> None:
+    plan = private_root([], [], ["/dev/shm"], fresh_proc=True, path_env="")
+    assert "/dev" not in plan.paths("bind") and "/dev/null" in plan.paths("bind")
+    links = {e.path: e.source for e in plan.entries if e.kind == "link"}
+    assert links["/dev/fd"] == "/proc/self/fd" and links["/dev/stdout"] == "/proc/self/fd/1"
+    assert "/dev/shm" in plan.paths("scratch")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a mount namespace)")
+@pytest.mark.parametrize("kind", ["file", "directory"])
+def test_a_hidden_path_gone_between_plan_and_start_leaves_nothing_to_hide(
+    tmp_path: Path, kind: str
+) -> None:
+    """Another process removes a path the plan hides inside a read-only bind before the
+    child builds the root: nothing is left to hide, and the root is still built (making a
+    placeholder for it in the read-only bind failed with EROFS, and the sandbox with it)."""
+    shown = tmp_path / "shown"
+    shown.mkdir()
+    hidden = shown / "secret"
+    if kind == "file":
+        hidden.write_text("x")
+    else:
+        hidden.mkdir()
+    (shown / "kept").write_text("kept")
+    plan = plan_root(read=[str(shown)], hide=[str(hidden)])
+    assert [e.kind for e in plan.entries if e.path == str(hidden)] == [
+        "null" if kind == "file" else "empty"
+    ]
+    os.unlink(hidden) if kind == "file" else hidden.rmdir()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own mount namespace, the planned root, and a look inside
+        try:
+            os.close(r)
+            _linux.unshare(_linux.CLONE_NEWNS)
+            enter_root(plan, scratch_mb=1)
+            leave_old_root(plan)
+            os.write(w, ",".join(sorted(os.listdir(str(shown)))).encode())
+            os._exit(0)
+        except BaseException as e:
+            os.write(w, f"error {e!r}".encode())
+            os._exit(1)
+    os.close(w)
+    seen = os.read(r, 4096).decode()
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and seen == "kept", seen
+
+
+def test_a_directory_the_uid_may_not_search_is_shown_by_its_entries(tmp_path: Path) -> None:
+    """A bound directory keeps its mode: a 0700 venv root (mkdtemp) would stop the sandbox's
+    uid at its door, so its entries are bound instead, and its own place is a placeholder."""
+    closed, opened = tmp_path / "venv", tmp_path / "open"
+    for d in (closed / "bin", closed / "lib", opened / "bin"):
+        d.mkdir(parents=True)
+    (closed / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    os.chmod(closed, 0o700)
+    uid = 1_500_000 if os.geteuid() == 0 else os.geteuid() + 1
+    assert opened_for([str(closed), str(opened)], uid) == [
+        str(closed / "bin"),
+        str(closed / "lib"),
+        str(closed / "pyvenv.cfg"),
+        str(opened),
+    ]
+    assert opened_for([str(closed)], os.stat(closed).st_uid) == [str(closed)]  # its owner

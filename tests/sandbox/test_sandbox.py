@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from optarena.processes import descendants, is_zombie, kill_tree
-from optarena.sandbox import ResourceLimits, Sandbox, SandboxPolicy, probe, spawn
+from optarena.sandbox import (
+    ResourceLimits,
+    Sandbox,
+    SandboxPolicy,
+    SandboxStartError,
+    probe,
+    spawn,
+)
 
 # one per xdist worker: a test checks for its own leftovers, never those of its neighbour's
 MARKER = f"optarena-sandbox-test-marker-{os.environ.get('PYTEST_XDIST_WORKER', 'gw')[2:]}-"
@@ -332,3 +339,28 @@ def test_address_space_limit(tmp_path: Path) -> None:
     """,
     )
     assert out.strip() == "refused"
+
+
+def test_a_failed_isolated_start_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the isolated start fails (here: its child setup) the candidate is not run at all.
+    It was run with rlimits only: no private root, uid or namespaces, so whatever made the
+    start fail (a host change under the plan, a path shaped by the agent) bought the candidate
+    the ledger, the oracle and the network."""
+    # private: monkeypatched (a child setup that fails)
+    from optarena.sandbox import _sandbox
+
+    def broken(plan: object) -> None:
+        raise OSError("a mount refused")
+
+    monkeypatch.setattr(_sandbox, "child_setup", broken)
+    marker = tmp_path / "ran"
+    sb = Sandbox(tmp_path, ResourceLimits(address_space_mb=1024), SandboxPolicy())
+    try:
+        with pytest.raises(SandboxStartError, match="did not start"):
+            sb.spawn(["/bin/sh", "-c", f"touch {marker}"], env={"PATH": "/usr/bin:/bin"})
+    finally:
+        sb.close()
+    time.sleep(0.2)
+    assert not marker.exists()

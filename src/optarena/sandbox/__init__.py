@@ -8,7 +8,13 @@ from optarena.sandbox._agent import AgentSandbox, AgentSandboxError, AgentSandbo
 from optarena.sandbox._agent_sweep import sweep_agent_leftovers
 from optarena.sandbox._linux import process_vm_read
 from optarena.sandbox._process import ResourceLimits, spawn
-from optarena.sandbox._sandbox import Capabilities, Sandbox, SandboxPolicy, probe
+from optarena.sandbox._sandbox import (
+    Capabilities,
+    Sandbox,
+    SandboxPolicy,
+    SandboxStartError,
+    probe,
+)
 
 __all__ = [
     "AgentSandbox",
@@ -18,6 +24,7 @@ __all__ = [
     "ResourceLimits",
     "Sandbox",
     "SandboxPolicy",
+    "SandboxStartError",
     "probe",
     "process_vm_read",
     "spawn",

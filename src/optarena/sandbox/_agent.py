@@ -260,6 +260,7 @@ class AgentSandbox:
                 self.hidden,
                 fresh_proc=fresh_proc,
                 path_env=os.environ.get("PATH", ""),
+                uid=uid,
             )
             self.shown = sorted(root.paths("bind"))
             self.measures["mounts"] = (

@@ -350,9 +350,12 @@ class WorkerCgroups:
 
     @property
     def measured_procs_files(self) -> tuple[str, ...]:
-        """`cgroup.procs` of the hierarchies that count CPU time or freeze: the ones only the
-        worker itself should join, not the sandbox's helper processes (see ChildPlan)."""
-        measured = {self.layout.chosen.get(f) for f in ("cpu", "freezer")}
+        """`cgroup.procs` of the hierarchies that count CPU time, freeze or bound memory: the
+        ones only the worker itself should join, not the sandbox's helper processes (see
+        ChildPlan). In the memory cgroup the helpers, forks of the judge tens of MiB large,
+        were what the kernel killed first at the limit (the worker then died with them, an
+        anonymous SIGKILL), and their pages counted against the candidate's limit."""
+        measured = {self.layout.chosen.get(f) for f in ("cpu", "freezer", "memory")}
         return tuple(str(d / "cgroup.procs") for h, d in self.dirs.items() if h in measured)
 
     def procs(self) -> set[int]:

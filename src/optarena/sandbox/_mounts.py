@@ -195,7 +195,17 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "
 # node prefix's libraries); never PREFIX/share, which under ~/.local holds the default ledger.
 PREFIX_PARTS = ("lib", "lib64", "libexec", "include", "pyvenv.cfg")
 _LINKS_SCANNED = 4096  # entries of one PATH directory looked at for links out of it
-_SOCKETS_SCANNED = 4096  # entries of /dev looked at for sockets
+# What programs open in /dev (pts: the pseudo-terminals behind ptmx), and the prefixes of a
+# GPU's device nodes (nvidia0, nvidiactl, nvidia-uvm, nvidia-caps/; dri/ for others).
+_ENTRIES_OPENED = 256  # entries of a closed directory bound one by one (see `opened_for`)
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts")
+GPU_DEVICES = ("nvidia", "dri")
+DEV_LINKS = {
+    "/dev/fd": "/proc/self/fd",
+    "/dev/stdin": "/proc/self/fd/0",
+    "/dev/stdout": "/proc/self/fd/1",
+    "/dev/stderr": "/proc/self/fd/2",
+}
 
 
 def _homes() -> set[str]:
@@ -277,23 +287,38 @@ def toolchain_paths(path_env: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def socket_files(root: str = "/dev") -> list[str]:
-    """Unix sockets below `root` (capped, links not followed): a bound /dev must not carry the
-    host's /dev/log or any other daemon's socket into a sandbox."""
-    found: list[str] = []
-    stack, seen = [root], 0
-    while stack and seen < _SOCKETS_SCANNED:
+def opened_for(paths: Iterable[str], uid: int, depth: int = 4) -> list[str]:
+    """`paths` as a private root should bind them for `uid`: a bound directory keeps its own
+    mode, so one the uid may not search (a venv made by `mkdtemp`, 0700) would stop it at the
+    door, while the ancestors of a bound path are placeholders anyone may pass. Such a
+    directory is bound by its entries instead (its own place is then a placeholder), to
+    `depth` levels and `_ENTRIES_OPENED` entries; past that it stays closed."""
+    out: list[str] = []
+    for p in paths:
         try:
-            with os.scandir(stack.pop()) as it:
-                for entry in it:
-                    seen += 1
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    elif stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
-                        found.append(entry.path)
+            st = os.stat(p)
+            closed = stat.S_ISDIR(st.st_mode) and not may_traverse(st, uid, uid)
+            names = os.listdir(p) if closed and depth > 0 else []
         except OSError:
-            continue
-    return found
+            closed, names = False, []
+        if not closed or not names or len(names) > _ENTRIES_OPENED:
+            out.append(p)
+        else:
+            out += opened_for([os.path.join(p, n) for n in sorted(names)], uid, depth - 1)
+    return out
+
+
+def device_paths(root: str = "/dev") -> list[str]:
+    """The devices a sandbox shows, one by one: `DEVICES` and the GPU's (`GPU_DEVICES`, by
+    prefix), where the host has them. Never the host's /dev as a whole: whatever appears there
+    after the plan (a daemon's socket, a FIFO) would show inside, and /dev/kmsg reads the host's
+    kernel log, other sandboxes' names and processes included."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        names = []
+    gpu = sorted(n for n in names if n.startswith(GPU_DEVICES))
+    return [f"{root}/{n}" for n in (*DEVICES, *gpu) if n in names]
 
 
 def private_root(
@@ -304,19 +329,21 @@ def private_root(
     *,
     fresh_proc: bool,
     path_env: str,
+    uid: int | None = None,
 ) -> RootPlan:
     """The default-deny root of a sandbox: the system directories, the toolchain on
-    `path_env`, `read` (read-only) and `write`, private `scratch`, /dev (its sockets
-    replaced by /dev/null, its message-queue mount emptied) and /sys read-only without the
-    cgroup tree, and /proc: an empty directory for a fresh procfs (`fresh_proc`, mounted by
-    the caller inside its PID namespace) or else the host's. `hide` is emptied wherever it
-    lies inside something shown."""
-    kernel = ["/dev", "/sys"]
-    host_only = ["/sys/fs/cgroup", "/dev/mqueue", *socket_files("/dev")]
+    `path_env`, `read` (read-only) and `write`, private `scratch`, a /dev of its own (the
+    devices of `device_paths` and the /proc/self/fd links, nothing else of the host's) and
+    /sys read-only without the cgroup tree, and /proc: an empty directory for a fresh procfs
+    (`fresh_proc`, mounted by the caller inside its PID namespace) or else the host's. `hide`
+    is emptied wherever it lies inside something shown. `uid`: who will run inside (a shown
+    directory it may not search is shown by its entries, `opened_for`)."""
+    shown = [*SYSTEM_DIRS, *toolchain_paths(path_env), *device_paths(), "/sys", *read]
     return plan_root(
-        read=[*SYSTEM_DIRS, *toolchain_paths(path_env), *kernel, *read],
+        read=shown if uid is None else opened_for(shown, uid),
         write=[*write, *([] if fresh_proc else ["/proc"])],
         scratch=scratch,
-        hide=[*host_only, *hide],
+        hide=["/sys/fs/cgroup", *hide],
         dirs=["/proc"] if fresh_proc else [],
+        links=DEV_LINKS,
     )

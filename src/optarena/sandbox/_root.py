@@ -20,7 +20,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -113,12 +113,15 @@ def plan_root(
     scratch: Iterable[str] = (),
     hide: Iterable[str] = (),
     dirs: Iterable[str] = (),
+    links: Mapping[str, str] | None = None,
 ) -> RootPlan:
     """What the new root holds: `read` and `write` bound (write wins where both name a path),
     `scratch` as private tmpfs, `hide` emptied where it lies inside something bound (a bound
-    path is never hidden: naming it is needing it), `dirs` as empty directories. Paths that do
-    not exist are left out; every symlink on the way to one is recreated."""
-    links: dict[str, str] = {}
+    path is never hidden: naming it is needing it), `dirs` as empty directories, `links` as
+    symlinks (path -> target, never resolved here: `/dev/fd -> /proc/self/fd` must name the
+    reader's own process, not the planner's). Paths that do not exist are left out; every
+    symlink on the way to one is recreated."""
+    followed: dict[str, str] = {}
     binds: dict[str, bool] = {}
 
     def place(path: str) -> str | None:
@@ -126,7 +129,7 @@ def plan_root(
         real = resolve(path, met)
         if real is None or real == "/":
             return None
-        links.update(met)  # the links to a path that is not there are not recreated either
+        followed.update(met)  # the links to a path that is not there are not recreated either
         return real
 
     for writable, paths in ((True, write), (False, read)):
@@ -148,7 +151,8 @@ def plan_root(
     entries += [
         RootEntry(p, "bind", p, w) for p, w in binds.items() if not _covered(p, w, binds, masks)
     ]
-    entries += [RootEntry(p, "link", t) for p, t in links.items() if not _shown(p, binds)]
+    followed = {**followed, **(links or {})}
+    entries += [RootEntry(p, "link", t) for p, t in followed.items() if not _shown(p, binds)]
     entries += [RootEntry(d, "dir") for d in dirs]
     order = {"link": 0, "dir": 0, "bind": 1, "empty": 2, "null": 2, "scratch": 2}
     entries.sort(key=lambda e: (e.depth, order[e.kind], e.path))
@@ -264,14 +268,16 @@ def _place(stage: str, e: RootEntry, held: dict[str, tuple[int, bool]], scratch_
         os.makedirs(target, exist_ok=True)
     elif e.kind in ("bind", "null"):
         source = "/dev/null" if e.kind == "null" else e.source
-        if source not in held:
-            return
+        if source not in held or (e.kind == "null" and not os.path.lexists(target)):
+            return  # gone since the plan was made: nothing to show, or nothing to hide
         fd, is_dir = held[source]
         _placeholder(target, is_dir)
         _linux.mount(f"/proc/self/fd/{fd}", target, None, _linux.MS_BIND | _linux.MS_REC)
         if not e.writable:
             make_readonly(target)
     else:  # scratch, empty
+        if e.kind == "empty" and not os.path.isdir(target):
+            return  # a hidden directory gone since the plan: nothing to hide
         os.makedirs(target, exist_ok=True)
         size, mode = (f"{scratch_mb}m", "1777") if e.kind == "scratch" else ("1m", "755")
         _linux.mount("tmpfs", target, "tmpfs", flags, f"mode={mode},size={size}")
@@ -306,5 +312,7 @@ def leave_old_root(plan: RootPlan) -> None:
     _linux.umount2(OLD_ROOT, _linux.MNT_DETACH)
     os.rmdir(OLD_ROOT)
     ro = _linux.MS_REMOUNT | _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV
-    for path in ["/", *plan.paths("empty")]:
-        _linux.mount(None, path, None, ro)
+    _linux.mount(None, "/", None, ro)
+    for path in plan.paths("empty"):
+        with contextlib.suppress(FileNotFoundError):  # gone before `_place`: not mounted
+            _linux.mount(None, path, None, ro)

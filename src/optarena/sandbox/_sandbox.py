@@ -108,10 +108,9 @@ def _chown_tree(root: Path, uid: int, owner: int | None = None) -> None:
     os.chmod(root, 0o700)
 
 
-def _seccomp_only() -> None:
-    """The fallback start's child: no namespaces or uid, but still the filter."""
-    _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
-    _seccomp.install()
+class SandboxStartError(OSError):
+    """The isolated start of a worker failed although the probe said it was possible. An
+    OSError, so the judge records it as `judge_error` on the trial and goes on."""
 
 
 def _fd_ceiling() -> int:
@@ -244,8 +243,9 @@ class Sandbox:
         workdir = str(self.workdir)
         read = [n for n in needed if n != workdir]
         path_env = os.environ.get("PATH", "")
+        uid = self.lease.uid if self.lease else None
         root = private_root(read, [workdir], scratch, self.hide, fresh_proc=fresh_proc,
-                            path_env=path_env)  # fmt: skip
+                            path_env=path_env, uid=uid)  # fmt: skip
         hidden = f" (hidden: {', '.join(self.hide)})" if self.hide else ""
         self.measures["mounts"] = f"private root{hidden}"
         return root
@@ -345,7 +345,7 @@ class Sandbox:
         stdout: IO[Any] | int | None = None,
         stderr: IO[Any] | int | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start the worker inside the sandbox (or, if the isolated start fails, without it)."""
+        """Start the worker inside the sandbox; `SandboxStartError` if that fails."""
         plan, limits = self._plan()
         r, w = os.pipe()
         sr, sw = os.pipe()
@@ -366,29 +366,12 @@ class Sandbox:
             w = -1
             detail = os.read(r, 500).decode(errors="replace") or str(e)
             self._release()
-            self.notes.append(f"isolated start failed ({detail}); ran with rlimits only")
-            for k in ("network", "user", "mounts", "cgroup", "pid", "ipc", "filesystem"):
-                self.measures[k] = "unavailable"
-            self.measures.pop("cpuset", None)
-            self.measures.pop("memory", None)
-            self._sources = (None, None)
-            self.userns = False
-            self._contained = False
-            plan = replace(plan, unshare_flags=0)
-            if plan.seccomp:  # the filter needs nothing the failed start needed
-                setup_seccomp: Any = _seccomp_only
-            else:
-                setup_seccomp = None
-            self.proc = spawn(
-                argv,
-                cwd=self.workdir,
-                env=env,
-                limits=replace(limits, processes=None),
-                pass_fds=pass_fds,
-                stdout=stdout,
-                stderr=stderr,
-                setup=setup_seccomp,
-            )
+            # Never run the candidate with less than the probe promised: whatever made the
+            # start fail (a host change under the plan, a path the agent shaped) would
+            # otherwise buy it a worker with no private root, uid or namespaces.
+            raise SandboxStartError(
+                f"the worker's sandbox did not start ({detail}); the candidate was not run"
+            ) from e
         finally:
             for fd in (r, w, sr, sw):
                 if fd >= 0:
