@@ -187,6 +187,9 @@ class PairSession:
         self.first_order = self.rng.randrange(2)
         self.workers: dict[str, WorkerClient] = {}
         self.earlier: dict[tuple[str, str], set[bytes]] = {}
+        # Per arm and workload: the last input it answered, replayed uncounted to open its next
+        # slot (`_run_slot`).
+        self.answered: dict[tuple[str, str], TimedInput] = {}
         self.cpu_source = "unavailable"
         self.out_bytes = 0  # the largest output a run may deliver (beyond: output_too_large)
 
@@ -377,7 +380,7 @@ class PairSession:
         n = max(self.plan.warmup_calls, 2)
         acc.warmup_calls = n
         inputs = self._inputs(wi, w, -1, 1, n)
-        results = {arm: self._run_slot(arm, wi, w, inputs) for arm in (*ARMS, NULL)}
+        results = {arm: self._run_slot(arm, wi, w, inputs, replay=False) for arm in (*ARMS, NULL)}
         self._answer(inputs)
         for arm in ARMS:
             self._check(arm, w, inputs, results[arm], replay=False)
@@ -414,23 +417,36 @@ class PairSession:
         acc.orders.append(order.upper())
 
     def _run_slot(
-        self, arm: str, wi: int, w: Workload, inputs: list[TimedInput]
+        self, arm: str, wi: int, w: Workload, inputs: list[TimedInput], replay: bool = True
     ) -> list[CallResult]:
         """A slot's calls on one worker as one run (`WorkerClient.run_calls`): that worker is
         thawed for the slot, the others frozen throughout; failures that need no oracle raise
-        here (the null arm runs the judge's own function: it cannot fail but by a bug)."""
+        here (the null arm runs the judge's own function: it cannot fail but by a bug).
+
+        The run opens with an uncounted *replay*: a call on the last input this worker already
+        answered (its output checked again). Measured (docs/measurement.md, Benchmark): after
+        another worker's slot and the judge's work, a worker's first calls ran up to twice as
+        long as its later ones, its own code, heap and temporaries gone cold, a cost paid once
+        per slot that dilutes every ratio toward 1 (the null function has no such state to
+        lose). The replay restores that state on an input that carries nothing new: no call
+        sees an input before its counted window (no look-ahead), every counted input is still
+        one no arm has seen, and a candidate that remembers answers has nothing to remember
+        for a counted call. Returns the counted calls' results."""
         limits: list[float] = []
 
         def timeout() -> float:
             limits.append(self._left())
             return min(self.call_timeout_s, limits[-1])
 
-        calls = [(i.args, i.kwargs) for i in inputs]
+        again = self.answered.get((arm, w.name)) if replay else None
+        run = [again] if again is not None else []
+        self.answered[(arm, w.name)] = inputs[-1]
+        calls = [(i.args, i.kwargs) for i in [*run, *inputs]]
         for worker in self.workers.values():  # an idle worker that ran beside this slot
             if worker.freeze_problem is not None:
                 raise PairDiscarded(f"an idle worker could not be frozen: {worker.freeze_problem}")
         try:
-            results = self.workers[arm].run_calls(wi, calls, timeout, self.out_bytes)
+            results = self.workers[arm].run_calls(wi, calls, timeout, self.out_bytes, len(run))
         except WorkerError as e:
             if e.code == "timeout" and limits and limits[-1] < self.call_timeout_s:
                 raise DeadlineReached() from None
@@ -441,10 +457,12 @@ class PairSession:
             if len(results) != len(calls) or any(r.output is None for r in results):
                 raise RuntimeError(f"the null arm failed: {results[-1].reply if results else []}")
             self.cpu_source = self.workers[arm].sandbox.cpu_source
-            return results
+            return results[len(run) :]
         accepted = [self._accept(arm, w, r) for r in results]
         self._no_strays(arm, w.name)
-        return accepted
+        if run:
+            self._check(arm, w, run, accepted[:1], replay=False)
+        return accepted[len(run) :]
 
     def _accept(self, arm: str, w: Workload, result: CallResult) -> CallResult:
         """A call's reply: its guard findings and a failed call end the arm here."""
