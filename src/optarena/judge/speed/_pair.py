@@ -15,8 +15,9 @@ of a run (`WorkerClient.run_calls`, `worker/_run`):
   in both arms, and is subtracted from both before their ratio is taken (with its noise carried
   into the interval: each pair subtracts its own null), so the ratio is that of the candidate's
   work, not of work plus protocol;
-- every call counts, warm-up calls aside, and every output, warm-up and timed, is checked
-  against the float64 oracle once both arms have answered its input;
+- every call counts, warm-up calls and each slot's opening replay (an input that worker
+  already answered: `_run_slot`) aside, and every output, warm-up, replay and timed, is
+  checked against the float64 oracle once both arms have answered its input;
 - each pair runs from fresh copies of the arms' files, pinned by a cpuset to its CPU, under the
   sandbox's seccomp filter, and ends with each arm's guard report (its namespaces compared).
 """
