@@ -62,9 +62,9 @@ class SpeedProtocol(_Model):
     )
     slot_replay: bool = Field(
         default=False,
-        description="each slot opened with one uncounted call on the last input its worker "
-        "had already answered (output checked), so counted calls do not start cold (false "
-        "in records before it)",
+        description="each slot of a workload whose calls take under 1 ms opened with one "
+        "uncounted call on the last input its worker had already answered (output checked), "
+        "so counted calls do not start cold (false in records before it)",
     )
 
 

@@ -60,6 +60,10 @@ CLOCKS = ("cpu", "wall")
 SLOT_TARGET_NS = 2_000_000  # short calls get more calls per slot, up to about this much work
 MAX_SLOT_CALLS = 32
 CHEAP_CALL_NS = 500_000  # shorter calls get twice the rounds per pair
+# Slots of shorter calls open with a replay (`_run_slot`): a slot's cold start cost 100-200 us
+# on the development VM, a large share of a short call and little of a long one, where the
+# replay would cost more budget than the dilution it takes away.
+REPLAY_BELOW_NS = 1_000_000
 SLOT_MEMORY_BYTES = 64 << 20  # ... as long as one slot's inputs and outputs fit in this
 _MEASURE_TAG = 0x6D656173  # keeps measurement inputs apart from the correctness phase's
 
@@ -112,6 +116,7 @@ class WorkloadSamples:
     call: dict[str, list[int]] = field(default_factory=lambda: {"a": [], "b": [], "n": []})
     orders: list[str] = field(default_factory=list)
     warmup_calls: int = 0
+    replay: bool = False  # each slot opened with an uncounted replay (REPLAY_BELOW_NS)
 
     def round_log_ratios(self, clock: str) -> list[float]:
         """Per round: `round_log_ratio` over the round's 2 x calls_per_slot calls per arm, the
@@ -234,6 +239,7 @@ class PairSession:
                 per_call = self._warmup(wi, w, acc)
                 acc.calls_per_slot = slot_calls(per_call, call_bytes([probe[w.name]]), least)
                 acc.rounds = self.plan.rounds * round_factor(per_call)
+                acc.replay = per_call < REPLAY_BELOW_NS
             for r in range(max(acc.rounds for acc in samples.values())):
                 for wi, w in self.rng.sample(list(enumerate(timed)), len(timed)):
                     if r < samples[w.name].rounds:
@@ -405,7 +411,7 @@ class PairSession:
             slots = order[2 * half : 2 * half + 2]
             slots = NULL + slots if half == 0 else slots + NULL
             for arm in slots:
-                results = self._run_slot(arm, wi, w, inputs)
+                results = self._run_slot(arm, wi, w, inputs, acc.replay)
                 acc.wall[arm] += [x.wall_ns for x in results]
                 acc.call[arm] += [x.call_wall_ns or x.wall_ns for x in results]
                 if all(x.cpu_ns is not None for x in results):
@@ -418,21 +424,22 @@ class PairSession:
         acc.orders.append(order.upper())
 
     def _run_slot(
-        self, arm: str, wi: int, w: Workload, inputs: list[TimedInput], replay: bool = True
+        self, arm: str, wi: int, w: Workload, inputs: list[TimedInput], replay: bool
     ) -> list[CallResult]:
         """A slot's calls on one worker as one run (`WorkerClient.run_calls`): that worker is
         thawed for the slot, the others frozen throughout; failures that need no oracle raise
         here (the null arm runs the judge's own function: it cannot fail but by a bug).
 
-        The run opens with an uncounted *replay*: a call on the last input this worker already
-        answered (its output checked again). Measured (docs/measurement.md, Benchmark): after
-        another worker's slot and the judge's work, a worker's first calls ran up to twice as
-        long as its later ones, its own code, heap and temporaries gone cold, a cost paid once
-        per slot that dilutes every ratio toward 1 (the null function has no such state to
-        lose). The replay restores that state on an input that carries nothing new: no call
-        sees an input before its counted window (no look-ahead), every counted input is still
-        one no arm has seen, and a candidate that remembers answers has nothing to remember
-        for a counted call. Returns the counted calls' results."""
+        With `replay` (calls under REPLAY_BELOW_NS) the run opens with an uncounted *replay*:
+        a call on the last input this worker already answered (its output checked again).
+        Measured (docs/measurement.md, Benchmark): after another worker's slot and the judge's
+        work, a worker's first calls ran up to twice as long as its later ones, its own code,
+        heap and temporaries gone cold, a cost paid once per slot that dilutes every ratio
+        toward 1 (the null function has no such state to lose). The replay restores that state
+        on an input that carries nothing new: no call sees an input before its counted window
+        (no look-ahead), every counted input is still one no arm has seen, and a candidate that
+        remembers answers has nothing to remember for a counted call. Returns the counted
+        calls' results."""
         limits: list[float] = []
 
         def timeout() -> float:
