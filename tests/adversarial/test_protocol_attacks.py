@@ -216,6 +216,25 @@ def rmsnorm(x, weight, *, eps):
 """
 
 
+# Remembers its answers (keyed by the first bytes of each input) and answers an input it has
+# seen with a copy: each slot opens with a replay of an input its worker already answered, so
+# this earns something only if a counted call ever gets an input its worker has seen.
+MEMO = f"""
+import numpy as np
+_memo = {{}}
+def rmsnorm(x, weight, *, eps):
+    key = (x.shape, x.reshape(-1)[:16].tobytes(), weight[:16].tobytes(), float(eps))
+    hit = _memo.get(key)
+    if hit is not None:
+        return hit.copy()
+    out = {BASE}
+    if len(_memo) > 64:
+        _memo.clear()
+    _memo[key] = out.copy()
+    return out
+"""
+
+
 @pytest.fixture(scope="module")
 def timed_task(tmp_path_factory: pytest.TempPathFactory) -> Task:
     limits = """
@@ -312,6 +331,17 @@ def test_cold_caches_left_for_the_null_arm_earn_nothing(
 ) -> None:
     result = judge_source(timed_task, COLD_CACHES, JudgeOptions(budget_s=6.0))
     _never_improved(result, "cold caches")
+
+
+@pytest.mark.slow
+def test_remembering_the_replayed_input_earns_nothing(
+    timed_task: Task, judge_source: JudgeFn
+) -> None:
+    """The slot's replay is an input the worker answered before, never a counted one: a
+    replay of the slot's first counted input (look-ahead) answered it for free."""
+    result = judge_source(timed_task, MEMO, JudgeOptions(budget_s=6.0))
+    _never_improved(result, "memo")
+    assert "judge_error" not in result.reason_codes, result.reasons
 
 
 REACH = {

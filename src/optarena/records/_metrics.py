@@ -60,6 +60,12 @@ class SpeedProtocol(_Model):
         description="each pair also ran the judge's null function (the protocol's own cost per "
         "call), subtracted from both arms before their ratio (false in records before v4)",
     )
+    slot_replay: bool = Field(
+        default=False,
+        description="each slot of a workload whose calls take under 1 ms opened with one "
+        "uncounted call on the last input its worker had already answered (output checked), "
+        "so counted calls do not start cold (false in records before it)",
+    )
 
 
 class PairSamples(_Model):

@@ -180,3 +180,33 @@ def test_cpu_used_while_frozen_between_runs_is_charged_to_the_next_run(tmp_path:
         assert w.sandbox.members() - {w.sandbox.worker_pid} <= w.sandbox._helpers  # it died
     finally:
         w.close()
+
+
+@needs_cgroup
+def test_cpu_used_while_frozen_goes_to_the_first_counted_call_not_a_warm_up(
+    tmp_path: Path,
+) -> None:
+    """A slot opens with an uncounted replay (`warm=1`): what the cgroup used while frozen (a
+    helper's exit during the other arm's slot) must not land on that call, where it would
+    escape the count, but on the first counted one."""
+    import time
+
+    w = _worker(tmp_path, DIES_WHILE_FROZEN)
+    try:
+        w.freeze()
+        start = w.sandbox.cpu_ns()
+        first = w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)
+        time.sleep(0.5)  # frozen: the child dies now, its exit charged to the cgroup
+        rest, frozen_now = w.cpu_at_rest, w.sandbox.cpu_ns()
+        assert rest is not None and frozen_now is not None
+        used_while_frozen = frozen_now - rest
+        second = w.run_calls(0, _calls(3), lambda: 30.0, 1 << 20, warm=1)
+        end = w.sandbox.cpu_ns()
+        assert start is not None and end is not None
+        assert sum(int(r.cpu_ns or 0) for r in [*first, *second]) == end - start
+        assert used_while_frozen > 0
+        warm, counted = second[0], second[1]
+        assert counted.cpu_ns is not None and counted.cpu_ns >= used_while_frozen
+        assert warm.cpu_ns is not None and warm.cpu_ns < counted.cpu_ns
+    finally:
+        w.close()

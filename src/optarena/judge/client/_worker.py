@@ -244,6 +244,7 @@ class WorkerClient:
         calls: Sequence[tuple[Sequence[Any], dict[str, Any]]],
         timeout: Callable[[], float],
         max_output_bytes: int,
+        warm: int = 0,
     ) -> list[CallResult]:
         """Calls of one bound template in a row, thawed from the first go frame to the last
         output; the windows tile like `call_run`'s (every cycle of the worker's tree during
@@ -254,7 +255,11 @@ class WorkerClient:
         does later changes them). A call whose layout differs from the bound one is bound
         again first, inside the run (its cost is timed, as in every arm). The run stops at
         the first call that did not deliver a plain array (its result says why).
-        Raises WorkerError like `request`."""
+
+        `warm`: the first calls are the caller's uncounted warm-up; the CPU the cgroup used
+        while frozen is then charged to the first call after them, never to a call that does
+        not count (the tiles still add up to all the cgroup used). Raises WorkerError like
+        `request`."""
         if self.inputs is None:
             raise RuntimeError("this worker has no input area (arena_bytes)")
         self.freeze()
@@ -263,7 +268,8 @@ class WorkerClient:
         # frozen (a process of its tree dying while another arm ran: a fatal signal gets
         # through the freezer, and the exit's work is the cgroup's) is charged to this run.
         now = self.sandbox.cpu_ns()
-        cpu_mark = self.cpu_at_rest if self.cpu_at_rest is not None and now is not None else now
+        at_rest = self.cpu_at_rest if self.cpu_at_rest is not None and now is not None else now
+        cpu_mark, frozen = now, 0 if now is None or at_rest is None else now - at_rest
         wall_mark = time.perf_counter_ns()
         self.thaw()
         try:
@@ -302,6 +308,10 @@ class WorkerClient:
             if last is not None and last.cpu_ns is not None and cpu_end is not None:
                 assert cpu_mark is not None
                 last.cpu_ns += cpu_end - cpu_mark
+            if results:
+                first = results[min(warm, len(results) - 1)]
+                if first.cpu_ns is not None:
+                    first.cpu_ns += frozen
         return results
 
     def _can_read_memory(self, probe: Any) -> bool:

@@ -249,6 +249,7 @@ class Measurement:
             stream=self.stream,
             cpus=[pr.cpu for pr in pairs],
             null_arm=True,
+            slot_replay=True,
         )
 
 

@@ -15,8 +15,9 @@ of a run (`WorkerClient.run_calls`, `worker/_run`):
   in both arms, and is subtracted from both before their ratio is taken (with its noise carried
   into the interval: each pair subtracts its own null), so the ratio is that of the candidate's
   work, not of work plus protocol;
-- every call counts, warm-up calls aside, and every output, warm-up and timed, is checked
-  against the float64 oracle once both arms have answered its input;
+- every call counts, warm-up calls and each slot's opening replay (an input that worker
+  already answered: `_run_slot`) aside, and every output, warm-up, replay and timed, is
+  checked against the float64 oracle once both arms have answered its input;
 - each pair runs from fresh copies of the arms' files, pinned by a cpuset to its CPU, under the
   sandbox's seccomp filter, and ends with each arm's guard report (its namespaces compared).
 """
@@ -59,6 +60,10 @@ CLOCKS = ("cpu", "wall")
 SLOT_TARGET_NS = 2_000_000  # short calls get more calls per slot, up to about this much work
 MAX_SLOT_CALLS = 32
 CHEAP_CALL_NS = 500_000  # shorter calls get twice the rounds per pair
+# Slots of shorter calls open with a replay (`_run_slot`): a slot's cold start cost 100-200 us
+# on the development VM, a large share of a short call and little of a long one, where the
+# replay would cost more budget than the dilution it takes away.
+REPLAY_BELOW_NS = 1_000_000
 SLOT_MEMORY_BYTES = 64 << 20  # ... as long as one slot's inputs and outputs fit in this
 _MEASURE_TAG = 0x6D656173  # keeps measurement inputs apart from the correctness phase's
 
@@ -111,6 +116,7 @@ class WorkloadSamples:
     call: dict[str, list[int]] = field(default_factory=lambda: {"a": [], "b": [], "n": []})
     orders: list[str] = field(default_factory=list)
     warmup_calls: int = 0
+    replay: bool = False  # each slot opened with an uncounted replay (REPLAY_BELOW_NS)
 
     def round_log_ratios(self, clock: str) -> list[float]:
         """Per round: `round_log_ratio` over the round's 2 x calls_per_slot calls per arm, the
@@ -187,6 +193,9 @@ class PairSession:
         self.first_order = self.rng.randrange(2)
         self.workers: dict[str, WorkerClient] = {}
         self.earlier: dict[tuple[str, str], set[bytes]] = {}
+        # Per arm and workload: the last input it answered, replayed uncounted to open its next
+        # slot (`_run_slot`).
+        self.answered: dict[tuple[str, str], TimedInput] = {}
         self.cpu_source = "unavailable"
         self.out_bytes = 0  # the largest output a run may deliver (beyond: output_too_large)
 
@@ -230,6 +239,7 @@ class PairSession:
                 per_call = self._warmup(wi, w, acc)
                 acc.calls_per_slot = slot_calls(per_call, call_bytes([probe[w.name]]), least)
                 acc.rounds = self.plan.rounds * round_factor(per_call)
+                acc.replay = per_call < REPLAY_BELOW_NS
             for r in range(max(acc.rounds for acc in samples.values())):
                 for wi, w in self.rng.sample(list(enumerate(timed)), len(timed)):
                     if r < samples[w.name].rounds:
@@ -377,7 +387,7 @@ class PairSession:
         n = max(self.plan.warmup_calls, 2)
         acc.warmup_calls = n
         inputs = self._inputs(wi, w, -1, 1, n)
-        results = {arm: self._run_slot(arm, wi, w, inputs) for arm in (*ARMS, NULL)}
+        results = {arm: self._run_slot(arm, wi, w, inputs, replay=False) for arm in (*ARMS, NULL)}
         self._answer(inputs)
         for arm in ARMS:
             self._check(arm, w, inputs, results[arm], replay=False)
@@ -401,7 +411,7 @@ class PairSession:
             slots = order[2 * half : 2 * half + 2]
             slots = NULL + slots if half == 0 else slots + NULL
             for arm in slots:
-                results = self._run_slot(arm, wi, w, inputs)
+                results = self._run_slot(arm, wi, w, inputs, acc.replay)
                 acc.wall[arm] += [x.wall_ns for x in results]
                 acc.call[arm] += [x.call_wall_ns or x.wall_ns for x in results]
                 if all(x.cpu_ns is not None for x in results):
@@ -414,23 +424,37 @@ class PairSession:
         acc.orders.append(order.upper())
 
     def _run_slot(
-        self, arm: str, wi: int, w: Workload, inputs: list[TimedInput]
+        self, arm: str, wi: int, w: Workload, inputs: list[TimedInput], replay: bool
     ) -> list[CallResult]:
         """A slot's calls on one worker as one run (`WorkerClient.run_calls`): that worker is
         thawed for the slot, the others frozen throughout; failures that need no oracle raise
-        here (the null arm runs the judge's own function: it cannot fail but by a bug)."""
+        here (the null arm runs the judge's own function: it cannot fail but by a bug).
+
+        With `replay` (calls under REPLAY_BELOW_NS) the run opens with an uncounted *replay*:
+        a call on the last input this worker already answered (its output checked again).
+        Measured (docs/measurement.md, Benchmark): after another worker's slot and the judge's
+        work, a worker's first calls ran up to twice as long as its later ones, its own code,
+        heap and temporaries gone cold, a cost paid once per slot that dilutes every ratio
+        toward 1 (the null function has no such state to lose). The replay restores that state
+        on an input that carries nothing new: no call sees an input before its counted window
+        (no look-ahead), every counted input is still one no arm has seen, and a candidate that
+        remembers answers has nothing to remember for a counted call. Returns the counted
+        calls' results."""
         limits: list[float] = []
 
         def timeout() -> float:
             limits.append(self._left())
             return min(self.call_timeout_s, limits[-1])
 
-        calls = [(i.args, i.kwargs) for i in inputs]
+        again = self.answered.get((arm, w.name)) if replay else None
+        run = [again] if again is not None else []
+        self.answered[(arm, w.name)] = inputs[-1]
+        calls = [(i.args, i.kwargs) for i in [*run, *inputs]]
         for worker in self.workers.values():  # an idle worker that ran beside this slot
             if worker.freeze_problem is not None:
                 raise PairDiscarded(f"an idle worker could not be frozen: {worker.freeze_problem}")
         try:
-            results = self.workers[arm].run_calls(wi, calls, timeout, self.out_bytes)
+            results = self.workers[arm].run_calls(wi, calls, timeout, self.out_bytes, len(run))
         except WorkerError as e:
             if e.code == "timeout" and limits and limits[-1] < self.call_timeout_s:
                 raise DeadlineReached() from None
@@ -441,10 +465,12 @@ class PairSession:
             if len(results) != len(calls) or any(r.output is None for r in results):
                 raise RuntimeError(f"the null arm failed: {results[-1].reply if results else []}")
             self.cpu_source = self.workers[arm].sandbox.cpu_source
-            return results
+            return results[len(run) :]
         accepted = [self._accept(arm, w, r) for r in results]
         self._no_strays(arm, w.name)
-        return accepted
+        if run:
+            self._check(arm, w, run, accepted[:1], replay=False)
+        return accepted[len(run) :]
 
     def _accept(self, arm: str, w: Workload, result: CallResult) -> CallResult:
         """A call's reply: its guard findings and a failed call end the arm here."""
