@@ -123,7 +123,7 @@ def _contained(o: Outside, script: str, env: dict[str, str]) -> str:
         timeout=60,
         check=False,
     )
-    return r.stdout + r.stderr
+    return r.stdout + r.stderr + ("" if r.returncode == 0 else f"\n[exit {r.returncode}]")
 
 
 WHERE: dict[str, Runner] = {"agent": _agent, "worker": _worker, "contained": _contained}

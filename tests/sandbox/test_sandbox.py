@@ -328,7 +328,7 @@ def test_report_says_what_was_off(tmp_path: Path) -> None:
 
 
 def test_address_space_limit(tmp_path: Path) -> None:
-    out, _ = run_inside(
+    out, sb = run_inside(
         tmp_path,
         """
         try:
@@ -338,7 +338,7 @@ def test_address_space_limit(tmp_path: Path) -> None:
             print("refused")
     """,
     )
-    assert out.strip() == "refused"
+    assert out.strip() == "refused", (out, sb.proc.returncode, sb.worker_pid, sb.proc.pid)
 
 
 def test_a_failed_isolated_start_runs_nothing(

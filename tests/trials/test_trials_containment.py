@@ -351,7 +351,8 @@ def test_an_honest_agent_is_unaffected(
     )
     rec = run_trial(config, ledger, hooks=[Proxy(proxy)])
     _contained(rec)
-    assert (rec.agent_status, rec.verdict) == ("completed", "accepted")
+    logs = {n: _log(ledger, rec, n) for n in ("stdout.log", "stderr.log")}
+    assert (rec.agent_status, rec.verdict) == ("completed", "accepted"), (rec.error, logs)
     assert _log(ledger, rec).split() == ["3.0", "M", "solution.py", "ok"]
     assert proxy.requests == 1
     sb = rec.agent_sandbox

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from optarena.judge.client import CallResult, WorkerClient
+
 # private: the pair session's slots, driven with a recording worker
 from optarena.judge.speed import _pair as pair
 from optarena.judge.speed._measure import Measurement, MeasurePlan
