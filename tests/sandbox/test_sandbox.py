@@ -364,3 +364,31 @@ def test_a_failed_isolated_start_runs_nothing(
         sb.close()
     time.sleep(0.2)
     assert not marker.exists()
+
+
+def test_a_descriptor_limit_below_the_judges_own_count_still_starts_confined(
+    tmp_path: Path,
+) -> None:
+    """The child holds its parent's descriptors until exec and opens more while it builds the
+    sandbox: a task's `open_files` below the judge's own count made every open there fail
+    (EMFILE) and the start with it, which ran the worker unconfined before the fail-closed
+    start, and ended every such judgement as judge_error after it."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(48)]
+    try:
+        work = tmp_path / "w"
+        work.mkdir()
+        limits = ResourceLimits(address_space_mb=1024, open_files=16)
+        sb = Sandbox(work, limits, SandboxPolicy())
+        code = "import resource; print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
+        proc = sb.spawn([sys.executable, "-I", "-c", code], env={}, stdout=subprocess.PIPE)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        finally:
+            sb.close()
+        assert out.decode().strip() == "16"
+        report = sb.report()
+        if CAPS.mountns is None:
+            assert report["mounts"] != "unavailable", report
+    finally:
+        for fd in held:
+            os.close(fd)

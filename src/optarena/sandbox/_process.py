@@ -53,17 +53,28 @@ def _preexec(
         return None
     rlimits = limits.as_rlimits() if limits else []
 
+    def limit(which: int, value: int) -> None:
+        _soft, hard = resource.getrlimit(which)
+        cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        # CPU: SIGXCPU at the limit (a nameable death), SIGKILL a second later regardless.
+        top = cap
+        if which == resource.RLIMIT_CPU and (hard == resource.RLIM_INFINITY or cap < hard):
+            top = cap + 1
+        resource.setrlimit(which, (cap, top))
+
     def apply() -> None:
         for which, value in rlimits:
-            _soft, hard = resource.getrlimit(which)
-            cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
-            # CPU: SIGXCPU at the limit (a nameable death), SIGKILL a second later regardless.
-            top = cap
-            if which == resource.RLIMIT_CPU and (hard == resource.RLIM_INFINITY or cap < hard):
-                top = cap + 1
-            resource.setrlimit(which, (cap, top))
+            if which != resource.RLIMIT_NOFILE:
+                limit(which, value)
         if setup is not None:
-            setup()  # after the rlimits: it may drop the privileges needed to set them
+            setup()
+        # The descriptor limit last: the child still holds every descriptor of its parent
+        # (closed only at exec), and setup opens more (a private root holds one per bound
+        # path); under a limit below the judge's own count each open failed with EMFILE and
+        # the sandbox did not start. Lowering a limit needs no privilege after setup's uid drop.
+        for which, value in rlimits:
+            if which == resource.RLIMIT_NOFILE:
+                limit(which, value)
 
     return apply
 
@@ -82,7 +93,8 @@ def spawn(
 ) -> subprocess.Popen[bytes]:
     """Start `argv` in a new session, stdin closed unless given, with the given limits.
 
-    `setup` runs in the child after the rlimits, before exec (namespaces, uid change).
+    `setup` runs in the child after the rlimits but the descriptor limit, before exec
+    (namespaces, uid change).
     """
     return subprocess.Popen(
         list(argv),
