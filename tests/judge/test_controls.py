@@ -16,7 +16,21 @@ from optarena.tasks import Task, builtin_task_ids, resolve_task, unmet_requireme
 RUNNABLE = [
     t for t in builtin_task_ids() if not unmet_requirements(resolve_task(t).spec.requirements)
 ]
-CONTROLS = [(tid, c.name) for tid in RUNNABLE for c in resolve_task(tid).spec.controls]
+
+
+def _on_one_worker(task_id: str) -> pytest.MarkDecorator:
+    """A task's control tests and its qualification on one xdist worker, in that order, so the
+    qualification finds every control's judgement in `_JUDGED` (a worker that judged none of
+    them would judge every control again)."""
+    return pytest.mark.xdist_group(f"controls-{task_id}")
+
+
+CONTROLS = [
+    pytest.param(tid, c.name, marks=_on_one_worker(tid))
+    for tid in RUNNABLE
+    for c in resolve_task(tid).spec.controls
+]
+QUALIFIED = [pytest.param(tid, marks=_on_one_worker(tid)) for tid in RUNNABLE]
 
 # Each control's judgement (correctness only), kept for the qualification test below, which
 # would otherwise judge every control a second time.
@@ -93,7 +107,7 @@ FULL_AA = {"rmsnorm"}
 SHORT_AA_BUDGET_S = 3.0
 
 
-@pytest.mark.parametrize("task_id", RUNNABLE)
+@pytest.mark.parametrize("task_id", QUALIFIED)
 def test_qualify_passes(task_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
     task = resolve_task(task_id)
     assert task.spec.requirements.device == "cpu"

@@ -5,33 +5,54 @@ Every `OptarenaError` becomes one line on stderr and exit code 2, never a traceb
 
 from __future__ import annotations
 
+import importlib
 import sqlite3
 import sys
+from typing import Any
 
-# The modules that register commands on `app` when imported, named here rather than found by
-# scanning the package, so a command module is registered on purpose (in `--help` order).
-from optarena.cli import (  # noqa: F401
-    _compare,
-    _experiments,
-    _external,
-    _harness,
-    _judge,
-    _mcp,
-    _proxy,
-    _tasks,
-    _trials,
-)
-from optarena.cli._app import app, console, err_console, interrupt_reported, unwrap_all_help
+from optarena.cli import _app
+from optarena.cli._app import console, err_console, interrupt_reported, unwrap_all_help
 from optarena.cli._safe import escape
 from optarena.errors import OptarenaError
 
-unwrap_all_help(app)
+# Each top-level command or group and the modules that register it, named here rather than found
+# by scanning the package, so a command module is registered on purpose. A run imports only its
+# command's modules: every `optarena` process importing all of them (the judge, the trials, the
+# harness, the report) spent about half a second before doing anything, once per MCP relay and
+# experiment driver too. `--help` and unknown commands import them all (in the modules' order).
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "compare": ("_compare",),
+    "experiment": ("_experiments",),
+    "report": ("_experiments",),
+    "task": ("_external", "_tasks"),
+    "harness": ("_harness",),
+    "judge": ("_judge",),
+    "demo": ("_judge",),
+    "mcp": ("_mcp",),
+    "proxy": ("_proxy",),
+    "fake-model": ("_proxy",),
+    "tasks": ("_tasks",),
+    "run": ("_trials",),
+    "trials": ("_trials",),
+    "trial": ("_trials",),
+}
+
+
+def register(argv: list[str]) -> None:
+    """Register the command `argv` names (its first word), or every command when it names none
+    this table knows; the help text of each registered command comes from its docstring."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    known = COMMANDS.get(word) if word is not None else None
+    for module in known or sorted({m for ms in COMMANDS.values() for m in ms}):
+        importlib.import_module(f"optarena.cli.{module}")
+    unwrap_all_help(_app.app)
 
 
 def main(argv: list[str] | None = None) -> int:
     interrupt_reported()  # a fresh flag per call (tests call main repeatedly)
     try:
-        rv = app(args=argv, prog_name="optarena", standalone_mode=False)
+        register(sys.argv[1:] if argv is None else argv)  # a Ctrl-C while importing: exit 130
+        rv = _app.app(args=argv, prog_name="optarena", standalone_mode=False)
     except OptarenaError as e:
         err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
         return 2
@@ -71,6 +92,14 @@ def _click_exceptions() -> tuple[type[BaseException], ...]:
 
 def entry() -> None:
     sys.exit(main())
+
+
+def __getattr__(name: str) -> Any:
+    """`optarena.cli.app` as a library sees it: every command registered."""
+    if name == "app":
+        register([])
+        return _app.app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["app", "console", "entry", "main"]
