@@ -10,8 +10,7 @@ import sys
 
 import typer
 
-from optarena.cli import COMMANDS, register
-from optarena.cli._app import app
+from optarena.cli import COMMANDS, app, register
 
 
 def _modules(typer_app: typer.Typer) -> set[str]:

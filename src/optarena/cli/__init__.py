@@ -102,4 +102,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["app", "console", "entry", "main"]
+__all__ = ["COMMANDS", "app", "console", "entry", "main", "register"]
