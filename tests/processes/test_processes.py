@@ -107,3 +107,20 @@ def test_kill_tree_ends_a_grandchild_that_left_the_group() -> None:
     proc.stdout.close()
     assert proc.returncode is not None
     assert is_zombie(escaped) or start_ticks(escaped) != start
+
+
+def test_ending_a_tree_reaped_long_ago_spares_the_group_that_took_its_id() -> None:
+    """A pid is reused once its process is reaped and its group is empty. `kill_tree` on a
+    Popen reaped earlier sent SIGSTOP and SIGKILL to the group of its old pid: on a busy host
+    (pid_max 32768 wraps in a minute) that was another sandbox's session, killed mid-run."""
+    stranger = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        ours = subprocess.Popen.__new__(subprocess.Popen)  # a reaped Popen whose pid was reused
+        ours.pid, ours.returncode = stranger.pid, 0
+        kill_tree(ours)
+        time.sleep(0.1)
+        assert stranger.poll() is None and stat_of(stranger.pid) is not None
+        assert stat_of(stranger.pid).state != "T"  # not left stopped either
+    finally:
+        stranger.kill()
+        stranger.wait()

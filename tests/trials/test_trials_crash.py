@@ -20,7 +20,7 @@ from optarena.agents.command import CommandRunner
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
 from optarena.ledger import Ledger
-from optarena.processes import is_zombie
+from optarena.processes import is_zombie, start_ticks
 from optarena.records import AgentOutcome, TrialRecord
 from optarena.sandbox import probe
 
@@ -133,7 +133,9 @@ def _start_cli_trial(
     return proc
 
 
-AGENT, DAEMON_SLEEP = "3303.5", "3304.5"  # what the agent and its daemon sleep: found by it
+# What the agent and its daemon sleep, found by it: apart per pytest process, so that these
+# tests running at once on two xdist workers never find (and then kill) each other's.
+AGENT, DAEMON_SLEEP = f"3303.{os.getpid()}", f"3304.{os.getpid()}"
 
 
 Pids = Callable[[str], list[int]]
@@ -147,6 +149,14 @@ def _pid_of(find_pids: Pids, sleeping: str) -> int:
         time.sleep(0.05)
     (pid,) = found
     return pid
+
+
+def _kill_if_still(pid: int, ticks: int | None) -> None:
+    """SIGKILL `pid` only while it is the process found (same start time): pids are reused
+    (pid_max is 32768 here), and a pid killed blindly seconds later was another test's."""
+    if ticks is not None and start_ticks(pid) == ticks:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _dead(pid: int) -> bool:
@@ -181,6 +191,7 @@ def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
     tmp_path: Path, agent: Callable[[str], str], find_pids: Pids
 ) -> None:
     proc, agent_pid, daemon_pid = _started_with_daemon(tmp_path, agent, find_pids)
+    found = {pid: start_ticks(pid) for pid in (agent_pid, daemon_pid)}
     try:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 130
@@ -195,9 +206,8 @@ def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
         assert _wait_dead(agent_pid)
         assert _wait_dead(daemon_pid)  # detached, in its own session: ended all the same
     finally:
-        for pid in (agent_pid, daemon_pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        for pid, ticks in found.items():
+            _kill_if_still(pid, ticks)
     with Ledger(tmp_path / "ledger") as ledger:
         (record,) = ledger.trials()
         assert record.state == "interrupted" and record.verdict is None
@@ -209,6 +219,7 @@ def test_kill_9_leaves_running_until_the_next_run_recovers_it_and_its_leftovers(
     tmp_path: Path, agent: Callable[[str], str], find_pids: Pids
 ) -> None:
     proc, agent_pid, daemon_pid = _started_with_daemon(tmp_path, agent, find_pids)
+    found = {pid: start_ticks(pid) for pid in (agent_pid, daemon_pid)}
     try:
         proc.kill()
         proc.wait(timeout=30)
@@ -230,6 +241,5 @@ def test_kill_9_leaves_running_until_the_next_run_recovers_it_and_its_leftovers(
             assert raw.swept >= 1 or CAPS.pidns is None
             assert not sockets[0].exists()
     finally:
-        for pid in (agent_pid, daemon_pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        for pid, ticks in found.items():
+            _kill_if_still(pid, ticks)

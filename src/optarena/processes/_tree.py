@@ -235,6 +235,12 @@ def kill_tree(proc: subprocess.Popen[bytes], grace_s: float = 0.0) -> None:
     has not been orphaned; an already-orphaned daemon is not (that needs a Sandbox).
     """
     pgid = proc.pid  # start_new_session: the child leads its own group
+    if proc.returncode is not None and stat_of(pgid) is not None:
+        # Reaped earlier, and its pid now names another live process: the kernel reuses a pid
+        # once its process is reaped and its group empty, so this group id may be a stranger's
+        # (another sandbox's whole session). While our group has members its id is not reused
+        # and no process has that pid: then the group is still ours to end, below.
+        return
     if grace_s > 0 and proc.poll() is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGTERM)
