@@ -3,7 +3,6 @@ half-written one: in-process failures, SIGTERM, and a kill -9 of the optarena pr
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -20,7 +19,7 @@ from optarena.agents.command import CommandRunner
 from optarena.errors import OptarenaError
 from optarena.judge import JudgeOptions, JudgeResult
 from optarena.ledger import Ledger
-from optarena.processes import is_zombie, start_ticks
+from optarena.processes import is_zombie, signal_same, start_ticks
 from optarena.records import AgentOutcome, TrialRecord
 from optarena.sandbox import probe
 
@@ -151,14 +150,6 @@ def _pid_of(find_pids: Pids, sleeping: str) -> int:
     return pid
 
 
-def _kill_if_still(pid: int, ticks: int | None) -> None:
-    """SIGKILL `pid` only while it is the process found (same start time): pids are reused
-    (pid_max is 32768 here), and a pid killed blindly seconds later was another test's."""
-    if ticks is not None and start_ticks(pid) == ticks:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
 def _dead(pid: int) -> bool:
     return is_zombie(pid)
 
@@ -191,7 +182,9 @@ def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
     tmp_path: Path, agent: Callable[[str], str], find_pids: Pids
 ) -> None:
     proc, agent_pid, daemon_pid = _started_with_daemon(tmp_path, agent, find_pids)
-    found = {pid: start_ticks(pid) for pid in (agent_pid, daemon_pid)}
+    # pid -> start time: killed at the end only while still the process found (pids are
+    # reused, pid_max is 32768 here; a pid killed blindly seconds later was another test's)
+    found = {p: t for p in (agent_pid, daemon_pid) if (t := start_ticks(p)) is not None}
     try:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 130
@@ -206,8 +199,7 @@ def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
         assert _wait_dead(agent_pid)
         assert _wait_dead(daemon_pid)  # detached, in its own session: ended all the same
     finally:
-        for pid, ticks in found.items():
-            _kill_if_still(pid, ticks)
+        signal_same(found, signal.SIGKILL)
     with Ledger(tmp_path / "ledger") as ledger:
         (record,) = ledger.trials()
         assert record.state == "interrupted" and record.verdict is None
@@ -219,7 +211,9 @@ def test_kill_9_leaves_running_until_the_next_run_recovers_it_and_its_leftovers(
     tmp_path: Path, agent: Callable[[str], str], find_pids: Pids
 ) -> None:
     proc, agent_pid, daemon_pid = _started_with_daemon(tmp_path, agent, find_pids)
-    found = {pid: start_ticks(pid) for pid in (agent_pid, daemon_pid)}
+    # pid -> start time: killed at the end only while still the process found (pids are
+    # reused, pid_max is 32768 here; a pid killed blindly seconds later was another test's)
+    found = {p: t for p in (agent_pid, daemon_pid) if (t := start_ticks(p)) is not None}
     try:
         proc.kill()
         proc.wait(timeout=30)
@@ -241,5 +235,4 @@ def test_kill_9_leaves_running_until_the_next_run_recovers_it_and_its_leftovers(
             assert raw.swept >= 1 or CAPS.pidns is None
             assert not sockets[0].exists()
     finally:
-        for pid, ticks in found.items():
-            _kill_if_still(pid, ticks)
+        signal_same(found, signal.SIGKILL)
