@@ -16,8 +16,8 @@ from optarena.judge.speed._checks import (
 )
 from optarena.judge.speed._integrity import ArmCalls, check_waiting, waiting_share
 from optarena.judge.speed._measure import choose_clock
-from optarena.judge.speed._pair import MAX_SLOT_CALLS, round_factor, slot_calls
 from optarena.judge.speed._report import checked
+from optarena.judge.speed._samples import MAX_SLOT_CALLS, round_factor, slot_calls
 from optarena.records import Integrity, Summary
 from optarena.tasks import Tolerance
 

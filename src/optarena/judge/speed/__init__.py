@@ -2,7 +2,8 @@
 
 Owns the phase and `compare`'s arms (`_phase`: private copies at equal-length paths, the A/A
 control, noise floors), the comparison loop over fresh process pairs (`_measure`), one pair's
-protocol (`_pair`: ABBA/BAAB rounds, the null arm, the judge's clocks), the checks on timed
+protocol (`_pair`: ABBA/BAAB rounds, the null arm, the judge's clocks) and what it records
+(`_samples`: raw samples per arm, slot sizes), the checks on timed
 calls (`_checks`), the per-pair integrity checks (`_integrity`), the arms' files (`_arms`),
 instruction counts (`_instructions`), the turning of pairs into the `metrics` format (`_report`)
 and the one statistics module (`_stats`, public as `optarena.judge.stats`; external tasks and

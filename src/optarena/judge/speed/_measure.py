@@ -21,15 +21,13 @@ from optarena.judge.correctness import derive_seed
 from optarena.judge.speed._arms import pair_dirs
 from optarena.judge.speed._integrity import ArmCalls, check_waiting
 from optarena.judge.speed._pair import (
-    ARMS,
     ArmFailure,
     DeadlineReached,
     PairDiscarded,
-    PairPlan,
-    PairRecord,
     PairSession,
 )
 from optarena.judge.speed._report import OVERALL, Report
+from optarena.judge.speed._samples import ARMS, PairPlan, PairRecord
 from optarena.judge.speed._stats import Estimate, decided, estimate, log_threshold, mean_rows
 from optarena.records import Clock, Comparison, Integrity, SpeedProtocol, StopReason
 from optarena.sandbox import SandboxPolicy

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from optarena.judge.speed._pair import PairRecord
+from optarena.judge.speed._samples import PairRecord
 from optarena.judge.speed._stats import Estimate, decide, median
 from optarena.records import (
     Clock,
