@@ -132,6 +132,39 @@ def test_an_output_is_read_from_the_worker_as_it_was_answered(tmp_path: Path) ->
         w.close()
 
 
+# Each call answers with how many of its earlier outputs are still alive as it starts (the
+# candidate keeps only weak references to them).
+COUNTS_LIVE_OUTPUTS = """
+import weakref
+
+import numpy as np
+
+_earlier = []
+
+
+def rmsnorm(x, weight, *, eps):
+    alive = sum(r() is not None for r in _earlier)
+    out = np.full(x.shape, alive, x.dtype)
+    _earlier.append(weakref.ref(out))
+    return out
+"""
+
+
+def test_an_answered_output_is_let_go_before_the_next_call(tmp_path: Path) -> None:
+    """Once the judge has read an output (it has, when it sends the next go frame), the worker
+    holds it no longer: each call starts with the heap a caller that discards its results would
+    give it. Held through the next call, every call ran with one more output's memory in its
+    heap and its cache than in-process timing gives it (a diluted ratio on large shapes)."""
+    w = _worker(tmp_path, COUNTS_LIVE_OUTPUTS)
+    try:
+        results = w.run_calls(0, _calls(4), lambda: 30.0, 1 << 20)
+        results += w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)  # across runs too
+        alive = [int(r.output.flat[0]) for r in results if r.output is not None]
+        assert alive == [0] * 6
+    finally:
+        w.close()
+
+
 # The first call leaves a child that dies of a fatal timer some 30 ms later, while the worker
 # is frozen between runs (a fatal signal gets through the freezer), tearing down 256 MiB of
 # populated memory as it goes: CPU of the worker's cgroup outside any run.
