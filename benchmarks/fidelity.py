@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -155,10 +155,13 @@ class Row:
     seconds: float
     null_share: float | None  # the null arm's cost per call / the baseline's (median)
     why: str = ""  # the verdict's reason in the judge's words
+    # per timed workload: [in-process ratio, judge ratio (None: no estimate)], where the
+    # dilution is (a short call's cold start, a large shape's memory passes)
+    workloads: dict[str, list[float | None]] = field(default_factory=dict)
 
 
-def judged(task: Task, a: Path, b: Path, budget: float | None, seed: int, work: Path) -> Any:
-    plan = MeasurePlan.from_task(task, budget_s=budget)
+def judged(task: Task, a: Path, b: Path, args: argparse.Namespace, seed: int, work: Path) -> Any:
+    plan = MeasurePlan.from_task(task, budget_s=args.budget_s, min_effect=args.min_effect)
     t0 = time.monotonic()
     out = Measurement(task, (a, b), plan, seed, stream=0, log_dir=work).run(
         {"a": "baseline", "b": "candidate"}
@@ -179,7 +182,7 @@ def fidelity_rows(task: Task, args: argparse.Namespace, console: Console) -> lis
             truth = in_process(task, base, cand, args.inprocess_s, seed)
             work = root / f"w{len(rows)}"
             work.mkdir()
-            out, seconds = judged(task, base, cand, args.budget_s, seed, work)
+            out, seconds = judged(task, base, cand, args, seed, work)
             if out.comparison is None:
                 rows.append(Row(task.id, kind, truth["overall"], None, None,
                                 f"failed: {out.failure}", None, seconds, None))  # fmt: skip
@@ -194,10 +197,12 @@ def fidelity_rows(task: Task, args: argparse.Namespace, console: Console) -> lis
                 for w in c.workloads
                 if w.median_null_ns is not None and w.median_a_ns
             ]
+            judged_wl = {w.name: w.summary.ratio for w in c.workloads}
+            per = {n: [t["ratio"], judged_wl.get(n)] for n, t in truth["workloads"].items()}
             rows.append(
                 Row(task.id, kind, truth["overall"], ratio, c.overall.ratio_ci,
                     c.overall.verdict, fid, seconds,
-                    statistics.median(shares) if shares else None, c.overall.why)
+                    statistics.median(shares) if shares else None, c.overall.why, per)
             )  # fmt: skip
             console.log(
                 f"{task.id} {kind}: in-process {truth['overall']:.3f}, judge "
@@ -217,15 +222,20 @@ def detection(task: Task, args: argparse.Namespace, console: Console) -> dict[st
         for f in args.fractions:
             conditions.append((f"+{f:.0%}", planted_candidate(task, f, root / f"p{f}")))
         for name, other in conditions:
-            verdicts, ratios = [], []
+            verdicts, ratios, slower = [], [], 0
             for i in range(args.runs):
                 work = root / f"{name.replace('/', '').strip('+%')}{i}"
                 work.mkdir()
-                run = paired(task, (base, other), args.budget_s, derive_seed(args.seed, i), work)
+                seed = derive_seed(args.seed, i)
+                run = paired(task, (base, other), args.budget_s, seed, work, args.min_effect)
                 verdicts.append(run.verdict)
                 if run.ratio is not None:
                     ratios.append(run.ratio)
-                console.log(f"{task.id} {name} #{i + 1}: {run.verdict} {run.ratio}")
+                # Slower with confidence: the interval excludes 1 on the slow side, whatever
+                # min_effect says of the estimate (an effect at min_effect reads `regressed`
+                # about half the time even when measured faithfully).
+                slower += run.ci is not None and run.ci[0] > 1.0
+                console.log(f"{task.id} {name} #{i + 1}: {run.verdict} {run.ratio} {run.ci}")
             hits = (
                 sum(v in ("improved", "regressed") for v in verdicts)
                 if name == "A/A"
@@ -236,6 +246,7 @@ def detection(task: Task, args: argparse.Namespace, console: Console) -> dict[st
                 "runs": len(verdicts),
                 "wrong_sign": sum(v == "improved" for v in verdicts) if name != "A/A" else 0,
                 "median_ratio": statistics.median(ratios) if ratios else None,
+                "slower_with_confidence": slower,
             }
     return out
 
@@ -278,6 +289,22 @@ def render(rows: list[Row]) -> Table:
     return table
 
 
+def render_workloads(rows: list[Row]) -> Table:
+    """Per timed workload: where the judge's number departs from in-process timing."""
+    table = Table(title="per workload", header_style="bold")
+    left = ("task", "candidate", "workload")
+    for col in (*left, "in-process", "judge", "fidelity"):
+        table.add_column(col, justify="left" if col in left else "right")
+    for r in rows:
+        for name, (true, judge) in r.workloads.items():
+            fid = "-"
+            if true is not None and judge is not None and abs(math.log(true)) > 1e-3:
+                fid = f"{math.log(judge) / math.log(true):.2f}"
+            shown = "-" if judge is None else f"{judge:.3f}"
+            table.add_row(r.task, r.kind, name, f"{true:.3f}", shown, fid)
+    return table
+
+
 def main(argv: list[str] | None = None) -> int:
     cpu_tasks = [
         p.name
@@ -288,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", default=",".join(cpu_tasks))
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--budget-s", type=float, default=None, help="judge budget (task's)")
+    ap.add_argument("--min-effect", type=float, default=None, help="judge min_effect (task's)")
     ap.add_argument("--inprocess-s", type=float, default=4.0, help="in-process s per workload")
     ap.add_argument("--runs", type=int, default=0, help="detection comparisons per condition")
     ap.add_argument("--detect-tasks", default="rmsnorm,softmax")
@@ -312,10 +340,12 @@ def main(argv: list[str] | None = None) -> int:
         report["load"] = [load0, os.getloadavg()[0]]
     out = Console()
     out.print(render(rows))
+    out.print(render_workloads(rows))
     for tid, d in report["detection"].items():
         out.print(f"{tid}: " + ", ".join(
             f"{k} {v['hits']}/{v['runs']}" + (f" (median {v['median_ratio']:.3f})"
                                                if v["median_ratio"] else "")
+            + f", slower with confidence {v['slower_with_confidence']}/{v['runs']}"
             for k, v in d.items()))  # fmt: skip
     out.print(f"load average {report['load'][0]:.2f} at start, {report['load'][1]:.2f} at end")
     if args.json:

@@ -69,6 +69,7 @@ class Run:
     seconds: float
     pairs: int = 0
     stop: str = ""
+    ci: list[float] | None = None  # the ratio's 95% interval (paired protocol only)
 
 
 @dataclass
@@ -86,8 +87,15 @@ def planted_candidate(task: Task, fraction: float, dest: Path) -> Path:
     return dest
 
 
-def paired(task: Task, dirs: tuple[Path, Path], budget: float | None, seed: int, work: Path) -> Run:
-    plan = MeasurePlan.from_task(task, budget_s=budget)
+def paired(
+    task: Task,
+    dirs: tuple[Path, Path],
+    budget: float | None,
+    seed: int,
+    work: Path,
+    min_effect: float | None = None,
+) -> Run:
+    plan = MeasurePlan.from_task(task, budget_s=budget, min_effect=min_effect)
     t0 = time.monotonic()
     m = Measurement(task, dirs, plan, seed, stream=0, log_dir=work)
     out = m.run({"a": "a", "b": "b"})
@@ -96,8 +104,9 @@ def paired(task: Task, dirs: tuple[Path, Path], budget: float | None, seed: int,
         return Run("paired", "", None, f"failed: {out.failure}", seconds)
     c = out.comparison
     return Run(
-        "paired", "", c.overall.ratio, c.overall.verdict, seconds, c.stop.pairs, c.stop.reason
-    )
+        "paired", "", c.overall.ratio, c.overall.verdict, seconds, c.stop.pairs, c.stop.reason,
+        c.overall.ratio_ci,
+    )  # fmt: skip
 
 
 def _best_of(task: Task, workdir: Path, inputs: dict[str, list[Any]], log: Path) -> dict[str, int]:
