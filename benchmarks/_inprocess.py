@@ -6,6 +6,8 @@ and called the way pyperf or timeit would time them: on the process CPU clock ar
 nothing else in between, in interleaved blocks (ABBA/BAAB, alternating) on the same fresh
 inputs for both arms (drawn from the task's generator per block, before the block is timed).
 Prints one JSON object: per timed workload the ratio sum(b) / sum(a) and the calls behind it.
+The allocator is as the caller's environment sets it (`fidelity.py`: as in the judge's workers,
+and glibc's defaults beside).
 """
 
 from __future__ import annotations

@@ -5,7 +5,11 @@ known by construction, and measures each pair twice, side by side:
 
 - in-process: both entries in one fresh interpreter, timed on the process CPU clock around
   each call in interleaved blocks on the same fresh inputs (`_inprocess.py`: what pyperf or
-  timeit would report);
+  timeit would report), with glibc's allocator set as in the judge's workers (arrays from the
+  heap, freed memory kept), so that the comparison isolates the protocol; and once more with
+  the allocator's defaults, shown beside it (there a call that frees large temporaries can see
+  the heap trimmed and fault its pages in again on the next call: the baseline's many
+  temporaries pay that, a leaner candidate less, so its in-process gain is larger);
 - by the judge: the paired protocol of `optarena compare`, at the task's budget.
 
 Candidates: the baseline's work done twice (`2x`), the baseline plus 10% and 3% (it spins on
@@ -43,6 +47,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from judge_noise import PLANTED, paired, planted_candidate
 
+from optarena.judge.client._worker_env import WORKER_THREAD_ENV
 from optarena.judge.correctness._phase import derive_seed
 from optarena.judge.speed._arms import copy_arm
 from optarena.judge.speed._measure import Measurement, MeasurePlan
@@ -128,11 +133,20 @@ def candidate(task: Task, kind: str, dest: Path) -> Path | None:
     return dest
 
 
-def in_process(task: Task, a: Path, b: Path, seconds: float, seed: int) -> dict[str, Any]:
+def in_process(
+    task: Task, a: Path, b: Path, seconds: float, seed: int, allocator: str = "worker"
+) -> dict[str, Any]:
+    """In-process ratios; `allocator` "worker": glibc set as in the judge's workers (arrays from
+    the heap, freed memory kept), the reference fidelity is taken against, since it isolates the
+    protocol; "glibc": the allocator's defaults, where a call that frees large temporaries can
+    see the heap trimmed and pay its pages again on the next call (shown beside it)."""
     cpu = max(os.sched_getaffinity(0))
     argv = [sys.executable, str(HERE / "_inprocess.py"), str(task.root), str(a), str(b)]
     argv += [str(seconds), str(seed), str(cpu)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    if allocator == "worker":
+        env.update(WORKER_THREAD_ENV)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"in-process timing failed: {done.stderr[-2000:]}")
     per = json.loads(done.stdout)
@@ -147,7 +161,7 @@ def in_process(task: Task, a: Path, b: Path, seconds: float, seed: int) -> dict[
 class Row:
     task: str
     kind: str
-    true_ratio: float
+    true_ratio: float  # in-process, the worker's allocator settings: the reference
     judge_ratio: float | None
     judge_ci: list[float] | None
     verdict: str
@@ -155,8 +169,9 @@ class Row:
     seconds: float
     null_share: float | None  # the null arm's cost per call / the baseline's (median)
     why: str = ""  # the verdict's reason in the judge's words
-    # per timed workload: [in-process ratio, judge ratio (None: no estimate)], where the
-    # dilution is (a short call's cold start, a large shape's memory passes)
+    glibc_ratio: float | None = None  # in-process with glibc's allocator defaults
+    # per timed workload: [in-process ratio, judge ratio (None: no estimate), in-process with
+    # glibc's defaults], where the dilution is (a short call's cold start, the allocator)
     workloads: dict[str, list[float | None]] = field(default_factory=dict)
 
 
@@ -180,12 +195,14 @@ def fidelity_rows(task: Task, args: argparse.Namespace, console: Console) -> lis
                 continue
             seed = derive_seed(args.seed, len(rows), 0xF1D)
             truth = in_process(task, base, cand, args.inprocess_s, seed)
+            glibc = in_process(task, base, cand, args.inprocess_s, seed, allocator="glibc")
             work = root / f"w{len(rows)}"
             work.mkdir()
             out, seconds = judged(task, base, cand, args, seed, work)
             if out.comparison is None:
                 rows.append(Row(task.id, kind, truth["overall"], None, None,
-                                f"failed: {out.failure}", None, seconds, None))  # fmt: skip
+                                f"failed: {out.failure}", None, seconds, None,
+                                glibc_ratio=glibc["overall"]))  # fmt: skip
                 continue
             c = out.comparison
             ratio = c.overall.ratio
@@ -198,14 +215,19 @@ def fidelity_rows(task: Task, args: argparse.Namespace, console: Console) -> lis
                 if w.median_null_ns is not None and w.median_a_ns
             ]
             judged_wl = {w.name: w.summary.ratio for w in c.workloads}
-            per = {n: [t["ratio"], judged_wl.get(n)] for n, t in truth["workloads"].items()}
+            per = {
+                n: [t["ratio"], judged_wl.get(n), glibc["workloads"][n]["ratio"]]
+                for n, t in truth["workloads"].items()
+            }
             rows.append(
                 Row(task.id, kind, truth["overall"], ratio, c.overall.ratio_ci,
                     c.overall.verdict, fid, seconds,
-                    statistics.median(shares) if shares else None, c.overall.why, per)
+                    statistics.median(shares) if shares else None, c.overall.why,
+                    glibc_ratio=glibc["overall"], workloads=per)
             )  # fmt: skip
             console.log(
-                f"{task.id} {kind}: in-process {truth['overall']:.3f}, judge "
+                f"{task.id} {kind}: in-process {truth['overall']:.3f} (glibc defaults "
+                f"{glibc['overall']:.3f}), judge "
                 f"{ratio if ratio is not None else float('nan'):.3f} {c.overall.ratio_ci} "
                 f"({c.overall.verdict}: {c.overall.why}; {seconds:.0f} s, clock {c.clock})"
             )
@@ -270,7 +292,7 @@ def render(rows: list[Row]) -> Table:
     table = Table(title=title, header_style="bold")
     left = ("task", "candidate", "verdict")
     for col in ("task", "candidate", "in-process", "judge (95% interval)", "verdict",
-                "fidelity", "null/base", "s"):  # fmt: skip
+                "fidelity", "null/base", "s", "glibc in-process"):  # fmt: skip
         table.add_column(col, justify="left" if col in left else "right")
     for r in rows:
         judge = "-" if r.judge_ratio is None else f"{r.judge_ratio:.3f}"
@@ -285,6 +307,7 @@ def render(rows: list[Row]) -> Table:
             "-" if r.fidelity is None else f"{r.fidelity:.2f}",
             "-" if r.null_share is None else f"{r.null_share:.2f}",
             f"{r.seconds:.0f}",
+            "-" if r.glibc_ratio is None else f"{r.glibc_ratio:.3f}",
         )
     return table
 
@@ -293,15 +316,15 @@ def render_workloads(rows: list[Row]) -> Table:
     """Per timed workload: where the judge's number departs from in-process timing."""
     table = Table(title="per workload", header_style="bold")
     left = ("task", "candidate", "workload")
-    for col in (*left, "in-process", "judge", "fidelity"):
+    for col in (*left, "in-process", "judge", "fidelity", "glibc in-process"):
         table.add_column(col, justify="left" if col in left else "right")
     for r in rows:
-        for name, (true, judge) in r.workloads.items():
+        for name, (true, judge, glibc) in r.workloads.items():
             fid = "-"
             if true is not None and judge is not None and abs(math.log(true)) > 1e-3:
                 fid = f"{math.log(judge) / math.log(true):.2f}"
             shown = "-" if judge is None else f"{judge:.3f}"
-            table.add_row(r.task, r.kind, name, f"{true:.3f}", shown, fid)
+            table.add_row(r.task, r.kind, name, f"{true:.3f}", shown, fid, f"{glibc:.3f}")
     return table
 
 
