@@ -19,9 +19,9 @@ NULL = "n"  # the null arm: the protocol's cost per call, subtracted from both a
 SLOT_TARGET_NS = 2_000_000  # short calls get more calls per slot, up to about this much work
 MAX_SLOT_CALLS = 32
 CHEAP_CALL_NS = 500_000  # shorter calls get twice the rounds per pair
-# Slots of shorter calls open with a replay (`_run_slot`): a slot's cold start cost 100-200 us
-# on the development VM, a large share of a short call and little of a long one, where the
-# replay would cost more budget than the dilution it takes away.
+# Slots of shorter calls open with a replay (`PairSession._run_slot` in `_pair`): a slot's
+# cold start cost 100-200 us on the development VM, a large share of a short call and little
+# of a long one, where the replay would cost more budget than the dilution it takes away.
 REPLAY_BELOW_NS = 1_000_000
 SLOT_MEMORY_BYTES = 64 << 20  # ... as long as one slot's inputs and outputs fit in this
 
