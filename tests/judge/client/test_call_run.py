@@ -165,6 +165,34 @@ def test_an_answered_output_is_let_go_before_the_next_call(tmp_path: Path) -> No
         w.close()
 
 
+# Answers each call with zeros at once and writes the real value into that answer later, at the
+# start of the next call: after the worker has let the output go, through its own reference.
+FINISHES_LATER = """
+import numpy as np
+
+_answered = []
+
+
+def rmsnorm(x, weight, *, eps):
+    for earlier in _answered:
+        earlier[...] = 7.0
+    out = np.zeros(x.shape, x.dtype)
+    _answered.append(out)
+    return out
+"""
+
+
+def test_an_output_finished_after_it_was_let_go_is_judged_as_answered(tmp_path: Path) -> None:
+    """Attack on the early release: work moved past the answer (to be fused with the next
+    call's) never reaches the judge, which copied the output when it was answered."""
+    w = _worker(tmp_path, FINISHES_LATER)
+    try:
+        results = w.run_calls(0, _calls(4), lambda: 30.0, 1 << 20)
+        assert [float(r.output.max()) for r in results if r.output is not None] == [0.0] * 4
+    finally:
+        w.close()
+
+
 # The first call leaves a child that dies of a fatal timer some 30 ms later, while the worker
 # is frozen between runs (a fatal signal gets through the freezer), tearing down 256 MiB of
 # populated memory as it goes: CPU of the worker's cgroup outside any run.
