@@ -140,6 +140,12 @@ AGENT, DAEMON_SLEEP = f"3303.{os.getpid()}", f"3304.{os.getpid()}"
 Pids = Callable[[str], list[int]]
 
 
+def _start_times(*pids: int) -> dict[int, int]:
+    """pid -> start time, so that a test's cleanup kills only the processes it found (pids are
+    reused, pid_max is 32768 here; a pid killed blindly seconds later was another test's)."""
+    return {p: t for p in pids if (t := start_ticks(p)) is not None}
+
+
 def _pid_of(find_pids: Pids, sleeping: str) -> int:
     """The host pid of the one process running `sleep SLEEPING` (`$$` inside names its PID
     namespace's pid), once it runs."""
@@ -182,9 +188,7 @@ def test_sigterm_mid_agent_kills_the_agent_and_records_interrupted(
     tmp_path: Path, agent: Callable[[str], str], find_pids: Pids
 ) -> None:
     proc, agent_pid, daemon_pid = _started_with_daemon(tmp_path, agent, find_pids)
-    # pid -> start time: killed at the end only while still the process found (pids are
-    # reused, pid_max is 32768 here; a pid killed blindly seconds later was another test's)
-    found = {p: t for p in (agent_pid, daemon_pid) if (t := start_ticks(p)) is not None}
+    found = _start_times(agent_pid, daemon_pid)
     try:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 130
@@ -211,9 +215,7 @@ def test_kill_9_leaves_running_until_the_next_run_recovers_it_and_its_leftovers(
     tmp_path: Path, agent: Callable[[str], str], find_pids: Pids
 ) -> None:
     proc, agent_pid, daemon_pid = _started_with_daemon(tmp_path, agent, find_pids)
-    # pid -> start time: killed at the end only while still the process found (pids are
-    # reused, pid_max is 32768 here; a pid killed blindly seconds later was another test's)
-    found = {p: t for p in (agent_pid, daemon_pid) if (t := start_ticks(p)) is not None}
+    found = _start_times(agent_pid, daemon_pid)
     try:
         proc.kill()
         proc.wait(timeout=30)
