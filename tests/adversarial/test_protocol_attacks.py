@@ -10,6 +10,7 @@ rejected with the trick's name, never a `judge_error`.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -404,6 +405,7 @@ def test_helpers_dying_in_the_other_arms_slots_earn_nothing(
     ("name", "options"),
     [
         ("forged_header_shape", JudgeOptions(budget_s=3.0)),  # timed: an output frame header
+        ("forged_header_dtype", JudgeOptions(budget_s=3.0)),  # timed: checked after the run
         ("forged_reply_shape", JudgeOptions(measure=False)),  # correctness: a JSON reply
         ("forged_violations", JudgeOptions(measure=False)),  # a guard report that is a number
     ],
@@ -417,3 +419,17 @@ def test_a_forged_reply_the_judge_cannot_use_is_a_protocol_violation(
     assert result.verdict == "rejected"
     assert "judge_error" not in result.reason_codes, result.reasons
     assert "protocol_violation" in result.reason_codes, result.reasons
+
+
+def test_an_output_header_without_its_shape_cannot_hold_the_judge(
+    timed_task: Task, judge_source: JudgeFn
+) -> None:
+    """The hot path reads the reply pipe without blocking: a header whose shape never comes
+    (the call then sleeps) ends in the call's timeout, not in a judge waiting forever."""
+    t0 = time.monotonic()
+    source = (DATA / "header_without_shape.py").read_text()
+    result = judge_source(timed_task, source, JudgeOptions(budget_s=3.0))
+    assert result.verdict == "rejected"
+    assert "judge_error" not in result.reason_codes, result.reasons
+    assert "timeout" in result.reason_codes, result.reasons
+    assert time.monotonic() - t0 < 60  # the call's timeout is 5 s

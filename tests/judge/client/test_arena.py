@@ -88,6 +88,32 @@ def test_a_changed_input_is_found_by_the_judge_itself() -> None:
         arena.close()
 
 
+def test_copies_worked_out_before_a_run_write_what_place_writes() -> None:
+    """The hot path's copies (`copies`, `write`, `changed`) put each array where `place`
+    describes it, layout kept, and name a changed one by its place among the call's arrays
+    (an empty array before it counts too)."""
+    rng = np.random.default_rng(3)
+    empty = np.zeros((0, 4), dtype=np.float32)
+    x = rng.standard_normal((6, 10)).astype(np.float32)[:, ::-2]
+    w = rng.standard_normal(5).astype(np.float64)
+    arena = InputArena(1 << 12)
+    try:
+        args, kwargs, placed = arena.place([empty, x, 2.0], {"w": w}, write=False)
+        copies = arena.copies([empty, x, 2.0], {"w": w})
+        assert [c.which for c in copies] == [1, 2]  # the empty array has nothing to copy
+        arena.write(copies)
+        assert np.array_equal(_worker_view(arena, args[1]), x)
+        assert np.array_equal(_worker_view(arena, kwargs["w"]), w)
+        assert arena.changed(copies) is None
+        pos, _ = placed.spans[2]
+        arena.view[pos + 3] ^= 0x10
+        assert arena.changed(copies) == 2
+    finally:
+        arena.close()
+    with pytest.raises(ValueError, match="closed"):
+        arena.write(copies)  # never into an unmapped area
+
+
 def test_inputs_too_big_for_the_area_are_a_judge_bug() -> None:
     arena = InputArena(4096)
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from optarena.judge.client import WorkerClient
+from optarena.judge.client import WorkerClient, WorkerError
 from optarena.sandbox import probe
 from optarena.tasks import BUILTIN_DIR, load_task
 
@@ -269,5 +269,42 @@ def test_cpu_used_while_frozen_goes_to_the_first_counted_call_not_a_warm_up(
         warm, counted = second[0], second[1]
         assert counted.cpu_ns is not None and counted.cpu_ns >= used_while_frozen
         assert warm.cpu_ns is not None and warm.cpu_ns < counted.cpu_ns
+    finally:
+        w.close()
+
+
+# The last call of a run answers first with a complete frame of its own: float64 claimed for the
+# bytes of the float32 output, at the output's own address (readable: the hot path reads it).
+FORGED_LAST = """
+import os
+import struct
+import sys
+
+import numpy as np
+
+_calls = [0]
+
+
+def rmsnorm(x, weight, *, eps):
+    out = np.zeros(x.shape, x.dtype)
+    _calls[0] += 1
+    if _calls[0] == 2:
+        address = out.__array_interface__["data"][0]
+        head = struct.pack("<4sIQQBBBx16s", b"OAO1", 1, out.nbytes, address, 2, 2, 0, b"<f8")
+        os.write(int(sys.argv[2]), head + struct.pack("<2q", *out.shape))
+    return out
+"""
+
+
+def test_what_the_hot_path_leaves_unchecked_is_checked_after_the_run(tmp_path: Path) -> None:
+    """The hot path reads an in-memory answer on what it must know (magic, call, kind, a size
+    within the limit) and checks the rest after the run: a dtype that disagrees with the size
+    is still a protocol violation, never bytes judged as another dtype."""
+    w = _worker(tmp_path, FORGED_LAST)
+    try:
+        with pytest.raises(WorkerError) as e:
+            w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)
+        assert e.value.code == "protocol_violation"
+        assert "disagree" in e.value.detail
     finally:
         w.close()

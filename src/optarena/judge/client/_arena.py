@@ -25,7 +25,7 @@ import mmap
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.lib.array_utils import byte_bounds
@@ -118,6 +118,16 @@ class Placed:
     spans: list[tuple[int, int]]  # (offset, length) of each array's span in the area
 
 
+class Copy(NamedTuple):
+    """One array of a call: its index among the call's arrays, where its span goes in the
+    input area, where that span is in the judge's memory, and its length."""
+
+    which: int  # the array's place among the call's arrays (what `changed` names)
+    offset: int
+    source: int
+    nbytes: int
+
+
 class InputArena(_Memfd):
     """Inputs of one call at a time; the worker's mapping is read-only (sealed)."""
 
@@ -173,6 +183,38 @@ class InputArena(_Memfd):
         if write:
             self.current = placed
         return new_args, new_kwargs, placed
+
+    def copies(self, args: list[Any], kwargs: dict[str, Any]) -> list[Copy]:
+        """A call's arrays as `write` and `changed` take them, worked out before a run, so
+        that the judge's turn between two timed calls runs one C call per array for each and
+        little Python. That turn runs on the worker's CPU while the worker waits, and the next
+        call pays for what it took of the caches (`_calls`)."""
+        _, _, placed = self.place(args, kwargs, write=False)
+        arrays = [a for a in [*args, *kwargs.values()] if isinstance(a, np.ndarray)]
+        return [
+            Copy(i, pos, int(byte_bounds(a)[0]), n)
+            for i, ((pos, n), a) in enumerate(zip(placed.spans, arrays, strict=True))
+            if n
+        ]
+
+    def write(self, copies: list[Copy]) -> None:
+        """Write a call's arrays into the area (their sources must still be alive: the caller
+        holds the arrays the copies were made from)."""
+        if self.fd < 0:
+            raise ValueError("the input area is closed")
+        base = self.view.ctypes.data
+        for c in copies:
+            ctypes.memmove(base + c.offset, c.source, c.nbytes)
+
+    def changed(self, copies: list[Copy]) -> int | None:
+        """`intact` for a call written by `write`."""
+        if self.fd < 0:
+            raise ValueError("the input area is closed")
+        base = self.view.ctypes.data
+        for c in copies:
+            if _memcmp(base + c.offset, c.source, c.nbytes) != 0:
+                return c.which
+        return None
 
     def intact(self, placed: Placed, arrays: list[np.ndarray]) -> int | None:
         """None if every array's bytes in the area are still the judge's; else the index of

@@ -10,7 +10,6 @@ import select
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -18,45 +17,19 @@ from typing import Any
 import numpy as np
 
 from optarena.judge.client._arena import InputArena, OutputArena
+from optarena.judge.client._calls import CallRun
 from optarena.judge.client._layout import (
     call_layout,
     grow_pipe,
     input_mappings,
-    output_dtype,
-    read_out_header,
-    segments,
 )
+from optarena.judge.client._results import CallResult, WorkerError
 from optarena.judge.client._worker_env import exit_reason, resource_limits, worker_env
-from optarena.judge.worker import _run as run
 from optarena.judge.worker import _wire as wire
 from optarena.sandbox import Sandbox, SandboxPolicy, process_vm_read
 from optarena.tasks import WorkerLimits
 
 WORKER_SCRIPT = Path(__file__).resolve().parents[1] / "worker" / "_loop.py"  # judge/worker/
-
-
-@dataclass
-class CallResult:
-    """One call as the judge saw it: the reply (data only), the output read from shared memory
-    after the worker was frozen, the judge's wall time and the kernel's CPU time of the call,
-    and the first input whose bytes changed (None: all intact)."""
-
-    reply: dict[str, Any]
-    output: np.ndarray | None
-    wall_ns: int
-    cpu_ns: int | None
-    input_changed: int | None
-    call_wall_ns: int | None = None  # `run_calls`: from the go frame to the answer only
-
-
-class WorkerError(Exception):
-    """The worker could not answer: `code` is `timeout`, `protocol_violation`, or how it ended
-    (`aborted`, `cpu_limit`, `worker_crashed`; see `exit_reason`)."""
-
-    def __init__(self, code: str, detail: str) -> None:
-        self.code = code
-        self.detail = detail
-        super().__init__(f"{code}: {detail}")
 
 
 class WorkerClient:
@@ -101,6 +74,9 @@ class WorkerClient:
         self.input_ranges: list[tuple[int, int]] = []  # where the input area is mapped there
         self.bound: dict[int, Any] = {}  # template -> the layout it was bound with
         self._to_worker = self._from_worker = -1
+        # The reply pipe's poll set, made once (not select(): it fails on descriptors above
+        # 1023); a fresh one per call was part of the judge's turn between two timed calls.
+        self._reply_poll = select.poll()
         self._ids = itertools.count(1)
         self.proc: Any = None
         self.arena_bytes = arena_bytes
@@ -135,6 +111,10 @@ class WorkerClient:
             for fd in (worker_r, worker_w, *extra):
                 os.close(fd)
         self._to_worker, self._from_worker = judge_w, judge_r
+        # Every read of the reply pipe waits in poll, with a deadline: non-blocking, a frame
+        # the worker wrote only part of cannot hold the judge (see `_calls._take`).
+        os.set_blocking(judge_r, False)
+        self._reply_poll.register(judge_r, select.POLLIN)
 
     def hello_extras(self) -> dict[str, Any]:
         """The shared areas, named by the descriptor numbers the worker inherited."""
@@ -254,65 +234,14 @@ class WorkerClient:
         output's bytes, which are what is judged (read at the answer, so nothing the candidate
         does later changes them). A call whose layout differs from the bound one is bound
         again first, inside the run (its cost is timed, as in every arm). The run stops at
-        the first call that did not deliver a plain array (its result says why).
+        the first call that did not deliver a plain array (its result says why). The judge's
+        side of it is `_calls.CallRun`.
 
         `warm`: the first calls are the caller's uncounted warm-up; the CPU the cgroup used
         while frozen is then charged to the first call after them, never to a call that does
         not count (the tiles still add up to all the cgroup used). Raises WorkerError like
         `request`."""
-        if self.inputs is None:
-            raise RuntimeError("this worker has no input area (arena_bytes)")
-        self.freeze()
-        results: list[CallResult] = []
-        # From where the worker was last put to rest, not from now: CPU its cgroup used while
-        # frozen (a process of its tree dying while another arm ran: a fatal signal gets
-        # through the freezer, and the exit's work is the cgroup's) is charged to this run.
-        now = self.sandbox.cpu_ns()
-        at_rest = self.cpu_at_rest if self.cpu_at_rest is not None and now is not None else now
-        cpu_mark, frozen = now, 0 if now is None or at_rest is None else now - at_rest
-        wall_mark = time.perf_counter_ns()
-        self.thaw()
-        try:
-            runs = segments([call_layout(list(a), k) for a, k in calls])
-            for start, end in runs:
-                layout = call_layout(list(calls[start][0]), calls[start][1])
-                if self.bound.get(template) != layout:
-                    reply = self._bind(template, calls[start][0], calls[start][1], timeout())
-                    if reply.get("violations"):  # the guard's findings end the run here
-                        results.append(CallResult({**reply, "ok": False}, None, 0, 0, None))
-                        return results
-                    if not reply.get("ok"):
-                        raise WorkerError("protocol_violation", f"bind refused: {reply}")
-                for i in range(start, end):
-                    args, kwargs = calls[i]
-                    arrays = [a for a in [*args, *kwargs.values()] if isinstance(a, np.ndarray)]
-                    _, _, placed = self.inputs.place(list(args), kwargs)
-                    scalars = [float(v) for v in layout.values(list(args), kwargs)]
-                    go = run.go_frame(i - start, end - start, template, scalars)
-                    t_go = time.perf_counter_ns()
-                    reply, output, t_answer = self._run_answer(
-                        go, i - start, timeout(), max_output_bytes
-                    )
-                    changed = self.inputs.intact(placed, arrays)
-                    cpu_now, wall_now = self.sandbox.cpu_ns(), time.perf_counter_ns()
-                    cpu = None if cpu_mark is None or cpu_now is None else cpu_now - cpu_mark
-                    tile = wall_now - wall_mark
-                    results.append(CallResult(reply, output, tile, cpu, changed, t_answer - t_go))
-                    cpu_mark, wall_mark = cpu_now, wall_now
-                    if output is None:
-                        return results
-        finally:
-            self.freeze()
-            cpu_end = self.cpu_at_rest = self.sandbox.cpu_ns()
-            last = results[-1] if results else None
-            if last is not None and last.cpu_ns is not None and cpu_end is not None:
-                assert cpu_mark is not None
-                last.cpu_ns += cpu_end - cpu_mark
-            if results:
-                first = results[min(warm, len(results) - 1)]
-                if first.cpu_ns is not None:
-                    first.cpu_ns += frozen
-        return results
+        return CallRun(self, template, calls, max_output_bytes).run(timeout, warm)
 
     def _can_read_memory(self, probe: Any) -> bool:
         """Whether this judge can read the worker's memory (the hello reply names bytes, written
@@ -331,43 +260,6 @@ class WorkerClient:
         self.input_ranges = input_mappings(pid)
         return got.tobytes().hex() == want
 
-    def _run_answer(
-        self, go: bytes, index: int, timeout: float, max_bytes: int
-    ) -> tuple[dict[str, Any], np.ndarray | None, int]:
-        """Send one go frame and read the output frame it releases, and when it got there
-        (hostile input: anything malformed is a protocol_violation, bounded in time and
-        memory). The output's bytes are read from the worker's memory, or from the pipe."""
-        deadline = time.monotonic() + timeout
-        fd = self._from_worker
-        with self._worker_errors(timeout):
-            wire._write_all(self._to_worker, go)
-            self._await_reply(deadline)
-            head = bytearray(run.OUT.size)
-            wire._read_into(fd, memoryview(head), deadline)
-            answered = time.perf_counter_ns()
-            frame = read_out_header(head, index, self.reads_memory)
-            raw_shape = bytearray(8 * frame.ndim)
-            wire._read_into(fd, memoryview(raw_shape), deadline)
-            shape = run.SHAPES[frame.ndim].unpack(raw_shape)
-            if frame.status == run.STATUS_FRAME:
-                reply = wire.recv(fd, timeout=max(deadline - time.monotonic(), 1e-3))
-                if not isinstance(reply, dict):
-                    raise wire.WireError("reply is not an object")
-                return reply, None, answered
-            dtype = output_dtype(frame, shape)
-            desc = {"shape": list(shape), "dtype": dtype.str, "nbytes": frame.nbytes}
-            in_area = any(lo < frame.end and frame.address < hi for lo, hi in self.input_ranges)
-            aliases = frame.aliases or (frame.in_memory and in_area)
-            reply = {"ok": True, "aliases": aliases, "lazy": None}
-            if frame.nbytes > max_bytes:  # never read: the arm is rejected, the worker closed
-                return {**reply, "output": {**desc, "too_large": True}}, None, answered
-            data = np.empty(frame.nbytes, dtype=np.uint8)
-            if frame.nbytes and frame.in_memory:
-                self._read_memory(frame.address, data)
-            elif frame.nbytes:
-                wire._read_into(fd, data.data, deadline)
-        return {**reply, "output": desc}, data.view(dtype).reshape(shape), answered
-
     def _read_memory(self, address: int, into: np.ndarray) -> None:
         pid = self.sandbox.worker_pid
         assert pid is not None
@@ -385,8 +277,7 @@ class WorkerClient:
     def _await_reply(self, deadline: float) -> None:
         """Wait until the reply starts arriving; if the worker has died, do not wait for an EOF
         that a grandchild holding the pipe open would never send."""
-        poller = select.poll()  # not select(): it fails on descriptors above 1023
-        poller.register(self._from_worker, select.POLLIN)
+        poller = self._reply_poll
         while (left := deadline - time.monotonic()) > 0:
             if poller.poll(math.ceil(min(left, 0.05) * 1000)):
                 return
@@ -436,19 +327,23 @@ class WorkerClient:
 
     @contextlib.contextmanager
     def _worker_errors(self, timeout: float) -> Iterator[None]:
-        """A wire failure as the WorkerError it means (the worker is closed where it cannot
-        be trusted to answer again)."""
+        """A wire failure as the WorkerError it means (see `_wire_failure`)."""
         try:
             yield
-        except wire.WireTimeout:
+        except (wire.WireError, BrokenPipeError) as e:
+            raise self._wire_failure(e, timeout) from None
+
+    def _wire_failure(self, e: Exception, timeout: float) -> WorkerError:
+        """The WorkerError a wire failure means; the worker is closed where it cannot be
+        trusted to answer again."""
+        if isinstance(e, wire.WireTimeout):
             self.close(graceful=False)
-            raise WorkerError("timeout", f"no answer within {timeout:.1f} s") from None
-        except (wire.WireClosed, BrokenPipeError):
+            return WorkerError("timeout", f"no answer within {timeout:.1f} s")
+        if isinstance(e, wire.WireClosed | BrokenPipeError):
             code, detail = self._crash_detail()
-            raise WorkerError(code, detail) from None
-        except wire.WireError as e:
-            self.close(graceful=False)
-            raise WorkerError("protocol_violation", str(e)) from None
+            return WorkerError(code, detail)
+        self.close(graceful=False)
+        return WorkerError("protocol_violation", str(e))
 
     def _crash_detail(self) -> tuple[str, str]:
         code = None
@@ -489,6 +384,9 @@ class WorkerClient:
             except Exception:  # a stuck or dead worker is killed below either way
                 pass
         self.sandbox.close()  # the worker and all it started, detached daemons included
+        if self._from_worker >= 0:  # before the number can name another file
+            with contextlib.suppress(KeyError, ValueError):
+                self._reply_poll.unregister(self._from_worker)
         for fd in (self._to_worker, self._from_worker):
             if fd >= 0:
                 with contextlib.suppress(OSError):

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from optarena.judge.client import CallResult, WorkerClient, WorkerError
+from optarena.judge.client import CallResult, WorkerClient, WorkerError, kept_heap
 from optarena.judge.correctness import (
     Finding,
     area_sizes,
@@ -135,7 +135,8 @@ class PairSession:
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, [self.cpu])
         try:
-            return self._run()
+            with kept_heap():  # the outputs' reads between calls fault in no new pages
+                return self._run()
         finally:
             if own is not None:
                 with contextlib.suppress(OSError):

@@ -1,0 +1,291 @@
+"""The judge's side of a run of timed calls (`WorkerClient.run_calls`; the worker's is
+`worker/_run`).
+
+Between two timed calls the worker waits and the judge works, on the same CPU. Whatever the
+judge's turn takes of the caches, the next call pays for, in both arms, and that dilutes every
+ratio toward 1 (the null arm cannot take it away: its function has no state to lose). What
+matters is the turn's footprint, not its length (docs/measurement.md, "The judge's turn"). So
+a run is split in three:
+
+- before the worker is thawed: every call's copies and go frame are worked out;
+- per call, the hot path: copy the inputs in, write the go frame, wait, read the output
+  header, read the output from the worker's memory, compare the inputs, read the clocks. What
+  it must know to read safely (the frame's magic, call index and kind, a size within the
+  limit) it checks at once; the other checks wait;
+- after the last call: those checks (shape, dtype and size agree; the output lies in no input),
+  as strict as the general reader's, and the `CallResult`s.
+
+Anything but an honest in-memory answer (a failed call's wire frame, bytes through the pipe, an
+output over the limit, a malformed header) leaves the hot path for the general reader.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from optarena.judge.client._arena import Copy
+from optarena.judge.client._layout import (
+    OutHeader,
+    call_layout,
+    output_dtype,
+    read_out_header,
+    segments,
+)
+from optarena.judge.client._results import CallResult, WorkerError
+from optarena.judge.worker import _run as run
+from optarena.judge.worker import _wire as wire
+
+if TYPE_CHECKING:
+    from optarena.judge.client._worker import WorkerClient
+
+
+class Answer(NamedTuple):
+    """One call's answer. From the hot path: the header's and the shape's bytes and the output's
+    bytes (`raw`), checked after the run; from the general reader: its reply and output. And
+    when the header arrived."""
+
+    raw: tuple[bytes, bytes, np.ndarray] | None
+    reply: dict[str, Any]
+    output: np.ndarray | None
+    answered: int
+
+
+class Taken(NamedTuple):
+    """A call as the run took it, before its checks: its answer and the judge's clocks."""
+
+    position: int  # in its segment (what the output frame must name)
+    answer: Answer
+    tile_ns: int
+    cpu_ns: int | None
+    changed: int | None
+    go_ns: int
+    timeout: float
+
+
+class CallRun:
+    """One `run_calls`: the calls' copies and frames, the hot path, the checks after."""
+
+    def __init__(
+        self,
+        client: WorkerClient,
+        template: int,
+        calls: Sequence[tuple[Sequence[Any], dict[str, Any]]],
+        max_output_bytes: int,
+    ) -> None:
+        if client.inputs is None:
+            raise RuntimeError("this worker has no input area (arena_bytes)")
+        self.client = client
+        self.inputs = client.inputs
+        self.template = template
+        self.calls = calls
+        self.max_bytes = max_output_bytes
+        self.layouts = [call_layout(list(a), k) for a, k in calls]
+        self.segments = segments(self.layouts)
+        self.copies: list[list[Copy]] = [self.inputs.copies(list(a), k) for a, k in calls]
+        self.frames: list[bytes] = []
+        for start, end in self.segments:
+            for i in range(start, end):
+                a, k = calls[i]
+                scalars = [float(v) for v in self.layouts[i].values(list(a), k)]
+                self.frames.append(run.go_frame(i - start, end - start, template, scalars))
+
+    def run(self, timeout: Callable[[], float], warm: int) -> list[CallResult]:
+        """The run, the worker thawed from before the first go frame to after the last answer.
+        The windows tile: every cycle of the worker's tree during the run is charged to one of
+        its calls, and the run's total is exact."""
+        client, sandbox = self.client, self.client.sandbox
+        client.freeze()
+        # From where the worker was last put to rest, not from now: CPU its cgroup used while
+        # frozen (a process of its tree dying while another arm ran: a fatal signal gets
+        # through the freezer, and the exit's work is the cgroup's) is charged to this run.
+        now = sandbox.cpu_ns()
+        at_rest = client.cpu_at_rest if client.cpu_at_rest is not None and now is not None else now
+        frozen = 0 if now is None or at_rest is None else now - at_rest
+        taken: list[Taken] = []
+        refused: CallResult | None = None  # a bind inside the run the guard refused
+        results: list[CallResult] = []
+        cpu_mark, wall_mark = now, time.perf_counter_ns()
+        client.thaw()
+        try:
+            for start, end in self.segments:
+                refused = self._bind(start, timeout)
+                if refused is not None:
+                    break
+                cpu_mark, wall_mark = self._calls(start, end, timeout, taken, cpu_mark, wall_mark)
+                if taken and taken[-1].answer.output is None and taken[-1].answer.raw is None:
+                    break  # a call that delivered no array ends the run
+            results = [self._result(t) for t in taken]
+            if refused is not None:
+                results.append(refused)
+        finally:
+            client.freeze()
+            cpu_end = client.cpu_at_rest = sandbox.cpu_ns()
+            _settle_clocks(results, cpu_end, cpu_mark, frozen, warm)
+        return results
+
+    def _bind(self, start: int, timeout: Callable[[], float]) -> CallResult | None:
+        """Bind the template again where segment `start`'s layout differs (inside the run: its
+        cost is timed, as in every arm); a result when the guard's findings end the run."""
+        client = self.client
+        if client.bound.get(self.template) == self.layouts[start]:
+            return None
+        a, k = self.calls[start]
+        reply = client._bind(self.template, a, k, timeout())
+        if reply.get("violations"):
+            return CallResult({**reply, "ok": False}, None, 0, 0, None)
+        if not reply.get("ok"):
+            raise WorkerError("protocol_violation", f"bind refused: {reply}")
+        return None
+
+    def _calls(
+        self,
+        start: int,
+        end: int,
+        timeout: Callable[[], float],
+        taken: list[Taken],
+        cpu_mark: int | None,
+        wall_mark: int,
+    ) -> tuple[int | None, int]:
+        """The hot path over one segment's calls; returns the clocks' marks after its last."""
+        inputs, cpu_ns, clock = self.inputs, self.client.sandbox.cpu_ns, time.perf_counter_ns
+        for i in range(start, end):
+            copies = self.copies[i]
+            inputs.write(copies)
+            limit = timeout()
+            t_go = clock()
+            got = self._answer(i, i - start, limit)
+            changed = inputs.changed(copies)
+            cpu_now, wall_now = cpu_ns(), clock()
+            cpu = None if cpu_mark is None or cpu_now is None else cpu_now - cpu_mark
+            taken.append(Taken(i - start, got, wall_now - wall_mark, cpu, changed, t_go, limit))
+            cpu_mark, wall_mark = cpu_now, wall_now
+            if got.raw is None and got.output is None:
+                break
+        return cpu_mark, wall_mark
+
+    def _answer(self, i: int, index: int, timeout: float) -> Answer:
+        """Call `i` (the `index`-th of its segment): its go frame out, its answer in."""
+        client = self.client
+        deadline = time.monotonic() + timeout
+        fd = client._from_worker
+        try:
+            go = self.frames[i]
+            sent = os.write(client._to_worker, go)
+            if sent < len(go):  # only after a signal
+                wire._write_all(client._to_worker, go[sent:])
+            client._await_reply(deadline)
+            head = _take(fd, run.OUT.size, deadline)
+            answered = time.perf_counter_ns()
+            magic, idx, nbytes, address, status, ndim, _, _ = run.OUT.unpack(head)
+            if (
+                magic != run.OUT_MAGIC
+                or idx != index
+                or status != run.STATUS_IN_MEMORY
+                or not client.reads_memory
+                or ndim > run.MAX_NDIM
+                or nbytes > self.max_bytes
+            ):
+                reply, output = self._general(head, index, deadline)
+                return Answer(None, reply, output, answered)
+            shape = _take(fd, 8 * ndim, deadline)
+            data = np.empty(nbytes, dtype=np.uint8)
+            if nbytes:
+                client._read_memory(address, data)
+            return Answer((head, shape, data), {}, None, answered)
+        except (wire.WireError, BrokenPipeError) as e:
+            raise client._wire_failure(e, timeout) from None
+
+    def _general(
+        self, head: bytes, index: int, deadline: float
+    ) -> tuple[dict[str, Any], np.ndarray | None]:
+        """The rest of an answer the hot path does not take, read and checked at once."""
+        client = self.client
+        fd = client._from_worker
+        frame = read_out_header(head, index, client.reads_memory)
+        shape = run.SHAPES[frame.ndim].unpack(_take(fd, 8 * frame.ndim, deadline))
+        if frame.status == run.STATUS_FRAME:
+            reply = wire.recv(fd, timeout=max(deadline - time.monotonic(), 1e-3))
+            if not isinstance(reply, dict):
+                raise wire.WireError("reply is not an object")
+            return reply, None
+        dtype = output_dtype(frame, shape)
+        desc = {"shape": list(shape), "dtype": dtype.str, "nbytes": frame.nbytes}
+        if frame.nbytes > self.max_bytes:  # never read: the arm is rejected, the worker closed
+            return _reply(self._aliases(frame), {**desc, "too_large": True}), None
+        data = np.empty(frame.nbytes, dtype=np.uint8)
+        if frame.nbytes and frame.in_memory:
+            client._read_memory(frame.address, data)
+        elif frame.nbytes:
+            wire._read_into(fd, data.data, deadline)
+        return _reply(self._aliases(frame), desc), data.view(dtype).reshape(shape)
+
+    def _aliases(self, frame: OutHeader) -> bool:
+        """The worker's flag, or (in memory) an output inside the input area's mapping there,
+        which the judge reads from the kernel's list of the worker's mappings."""
+        if frame.aliases:
+            return True
+        ranges = self.client.input_ranges
+        return frame.in_memory and any(lo < frame.end and frame.address < hi for lo, hi in ranges)
+
+    def _result(self, t: Taken) -> CallResult:
+        """A call's result, with the checks the hot path left (as the general reader's)."""
+        answer = t.answer
+        reply, output = answer.reply, answer.output
+        if answer.raw is not None:
+            head, raw_shape, data = answer.raw
+            client = self.client
+            try:
+                frame = read_out_header(head, t.position, client.reads_memory)
+                shape = run.SHAPES[frame.ndim].unpack(raw_shape)
+                dtype = output_dtype(frame, shape)
+            except wire.WireError as e:
+                raise client._wire_failure(e, t.timeout) from None
+            desc = {"shape": list(shape), "dtype": dtype.str, "nbytes": frame.nbytes}
+            reply = _reply(self._aliases(frame), desc)
+            output = data.view(dtype).reshape(shape)
+        return CallResult(reply, output, t.tile_ns, t.cpu_ns, t.changed, answer.answered - t.go_ns)
+
+
+def _reply(aliases: bool, output: dict[str, Any]) -> dict[str, Any]:
+    return {"ok": True, "aliases": aliases, "lazy": None, "output": output}
+
+
+def _settle_clocks(
+    results: list[CallResult], cpu_end: int | None, cpu_mark: int | None, frozen: int, warm: int
+) -> None:
+    """The CPU the cgroup used after the last answer goes to the last result; what it used
+    while frozen, to the first call after the caller's `warm` ones (never to an uncounted
+    call: the tiles still add up to all the cgroup used)."""
+    if not results:
+        return
+    last = results[-1]
+    if last.cpu_ns is not None and cpu_end is not None and cpu_mark is not None:
+        last.cpu_ns += cpu_end - cpu_mark
+    first = results[min(warm, len(results) - 1)]
+    if first.cpu_ns is not None:
+        first.cpu_ns += frozen
+
+
+def _take(fd: int, n: int, deadline: float) -> bytes:
+    """The next `n` bytes of the reply pipe (non-blocking on the judge's side): one read when
+    they are all there, as an honest worker's frame is (one write below PIPE_BUF); else the rest
+    is waited for until the deadline."""
+    if n == 0:
+        return b""
+    try:
+        data = os.read(fd, n)
+    except BlockingIOError:
+        data = b""
+    else:
+        if not data:
+            raise wire.WireClosed("the worker closed the pipe")
+    if len(data) < n:
+        rest = bytearray(n - len(data))
+        wire._read_into(fd, memoryview(rest), deadline)
+        data += bytes(rest)
+    return data
