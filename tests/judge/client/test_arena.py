@@ -80,10 +80,10 @@ def test_a_changed_input_is_found_by_the_judge_itself() -> None:
     arena = InputArena(1 << 12)
     try:
         _, _, placed = arena.place([x], {})
-        assert arena.intact(placed, [x]) is None
-        pos, _ = placed.spans[0]
+        assert arena.changed(placed.copies) is None
+        pos = placed.copies[0].offset
         arena.view[pos + 4] ^= 0xFF  # what a write by the worker would have done
-        assert arena.intact(placed, [x]) == 0
+        assert arena.changed(placed.copies) == 0
     finally:
         arena.close()
 
@@ -98,15 +98,14 @@ def test_copies_worked_out_before_a_run_write_what_place_writes() -> None:
     w = rng.standard_normal(5).astype(np.float64)
     arena = InputArena(1 << 12)
     try:
-        args, kwargs, placed = arena.place([empty, x, 2.0], {"w": w}, write=False)
+        args, kwargs, _ = arena.place([empty, x, 2.0], {"w": w}, write=False)
         copies = arena.copies([empty, x, 2.0], {"w": w})
         assert [c.which for c in copies] == [1, 2]  # the empty array has nothing to copy
         arena.write(copies)
         assert np.array_equal(_worker_view(arena, args[1]), x)
         assert np.array_equal(_worker_view(arena, kwargs["w"]), w)
         assert arena.changed(copies) is None
-        pos, _ = placed.spans[2]
-        arena.view[pos + 3] ^= 0x10
+        arena.view[copies[1].offset + 3] ^= 0x10  # the third array, w
         assert arena.changed(copies) == 2
     finally:
         arena.close()

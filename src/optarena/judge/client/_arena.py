@@ -86,11 +86,6 @@ def _memcmp(a: int, b: int, n: int) -> int:
     return int(_libc.memcmp(a, b, n))
 
 
-def _raw(addr: int, n: int) -> np.ndarray:
-    buf = memoryview((ctypes.c_ubyte * n).from_address(addr)).cast("B")
-    return np.frombuffer(buf, dtype=np.uint8)
-
-
 class _Memfd:
     def __init__(self, name: str, size: int) -> None:
         self.size = max(int(size), mmap.PAGESIZE)
@@ -111,13 +106,6 @@ class _Memfd:
             self.fd = -1
 
 
-@dataclass
-class Placed:
-    """Where one call's arrays are in the input area, and their bytes as the judge wrote them."""
-
-    spans: list[tuple[int, int]]  # (offset, length) of each array's span in the area
-
-
 class Copy(NamedTuple):
     """One array of a call: its index among the call's arrays, where its span goes in the
     input area, where that span is in the judge's memory, and its length."""
@@ -128,6 +116,14 @@ class Copy(NamedTuple):
     nbytes: int
 
 
+@dataclass
+class Placed:
+    """Where one call's arrays are in the input area, and their bytes in the judge's memory:
+    a copy per array that has any (what `write` writes and `changed` compares)."""
+
+    copies: list[Copy]
+
+
 class InputArena(_Memfd):
     """Inputs of one call at a time; the worker's mapping is read-only (sealed)."""
 
@@ -135,7 +131,6 @@ class InputArena(_Memfd):
         super().__init__("optarena-inputs", size)
         seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_SEAL
         fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, seals)
-        self.current: Placed | None = None
 
     def worker_fd(self) -> int:
         """A read-only descriptor for the worker (the seals forbid writing through any)."""
@@ -148,11 +143,11 @@ class InputArena(_Memfd):
         """Write a call's arrays into the area; returns args/kwargs with arrays replaced by
         descriptors the worker turns into read-only views of the same layout. `write=False`:
         only where they would go (the layout depends on shapes and strides, not values)."""
-        spans: list[tuple[int, int]] = []
-        pos = 0
+        copies: list[Copy] = []
+        count = pos = 0
 
         def put(a: Any) -> Any:
-            nonlocal pos
+            nonlocal count, pos
             if not isinstance(a, np.ndarray):
                 return a
             if a.dtype.kind not in _NUMERIC or a.dtype.hasobject:
@@ -163,39 +158,31 @@ class InputArena(_Memfd):
             first = 0
             if n:
                 lo, _ = byte_bounds(a)
-                if write:
-                    self.view[pos : pos + n] = _raw(lo, n)
+                copies.append(Copy(count, pos, int(lo), n))
                 first = a.__array_interface__["data"][0] - lo
             desc = {
-                "__shm__": len(spans),
+                "__shm__": count,
                 "offset": pos + first,
                 "shape": list(a.shape),
                 "strides": list(a.strides),
                 "dtype": a.dtype.str,
             }
-            spans.append((pos, n))
+            count += 1
             pos = _round_up(pos + n)
             return desc
 
         new_args = [put(a) for a in args]
         new_kwargs = {k: put(v) for k, v in kwargs.items()}
-        placed = Placed(spans)
         if write:
-            self.current = placed
-        return new_args, new_kwargs, placed
+            self.write(copies)
+        return new_args, new_kwargs, Placed(copies)
 
     def copies(self, args: list[Any], kwargs: dict[str, Any]) -> list[Copy]:
         """A call's arrays as `write` and `changed` take them, worked out before a run, so
         that the judge's turn between two timed calls runs one C call per array for each and
         little Python. That turn runs on the worker's CPU while the worker waits, and the next
         call pays for what it took of the caches (`_calls`)."""
-        _, _, placed = self.place(args, kwargs, write=False)
-        arrays = [a for a in [*args, *kwargs.values()] if isinstance(a, np.ndarray)]
-        return [
-            Copy(i, pos, int(byte_bounds(a)[0]), n)
-            for i, ((pos, n), a) in enumerate(zip(placed.spans, arrays, strict=True))
-            if n
-        ]
+        return self.place(args, kwargs, write=False)[2].copies
 
     def write(self, copies: list[Copy]) -> None:
         """Write a call's arrays into the area (their sources must still be alive: the caller
@@ -207,25 +194,15 @@ class InputArena(_Memfd):
             ctypes.memmove(base + c.offset, c.source, c.nbytes)
 
     def changed(self, copies: list[Copy]) -> int | None:
-        """`intact` for a call written by `write`."""
+        """None if every array's bytes in the area are still the judge's; else the index of
+        the first that changed (only the kernel's seals stand between them, so this is a check
+        that they held)."""
         if self.fd < 0:
             raise ValueError("the input area is closed")
         base = self.view.ctypes.data
         for c in copies:
             if _memcmp(base + c.offset, c.source, c.nbytes) != 0:
                 return c.which
-        return None
-
-    def intact(self, placed: Placed, arrays: list[np.ndarray]) -> int | None:
-        """None if every array's bytes in the area are still the judge's; else the index of
-        the first that changed (only the kernel's seals stand between them, so this is a check
-        that they held)."""
-        for i, ((pos, n), a) in enumerate(zip(placed.spans, arrays, strict=True)):
-            if n == 0:
-                continue
-            lo, _ = byte_bounds(a)
-            if _memcmp(self.view.ctypes.data + pos, lo, n) != 0:
-                return i
         return None
 
 

@@ -154,7 +154,6 @@ class WorkerClient:
         """
         if self.inputs is None or self.outputs is None:
             raise RuntimeError("this worker has no shared areas (arena_bytes)")
-        arrays = [a for a in [*args, *kwargs.values()] if isinstance(a, np.ndarray)]
         self.freeze()
         wargs, wkwargs, placed = self.inputs.place(args, kwargs)
         cpu0 = self.sandbox.cpu_ns()
@@ -172,7 +171,7 @@ class WorkerClient:
             output=output,
             wall_ns=t1 - t0,
             cpu_ns=None if cpu0 is None or cpu1 is None else cpu1 - cpu0,
-            input_changed=self.inputs.intact(placed, arrays),
+            input_changed=self.inputs.changed(placed.copies),
         )
 
     def bind_request(
