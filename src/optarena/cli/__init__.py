@@ -12,6 +12,7 @@ from typing import Any
 
 from optarena.cli import _app
 from optarena.cli._app import console, err_console, interrupt_reported, unwrap_all_help
+from optarena.cli._interrupt import interrupts_kept
 from optarena.cli._safe import escape
 from optarena.errors import OptarenaError
 
@@ -51,8 +52,9 @@ def register(argv: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     interrupt_reported()  # a fresh flag per call (tests call main repeatedly)
     try:
-        register(sys.argv[1:] if argv is None else argv)  # a Ctrl-C while importing: exit 130
-        rv = _app.app(args=argv, prog_name="optarena", standalone_mode=False)
+        with interrupts_kept():  # a Ctrl-C that lands in a finalizer is not lost
+            register(sys.argv[1:] if argv is None else argv)  # Ctrl-C while importing: 130
+            rv = _app.app(args=argv, prog_name="optarena", standalone_mode=False)
     except OptarenaError as e:
         err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
         return 2
