@@ -40,12 +40,14 @@ def interrupts_kept() -> Iterator[None]:
                 os.kill(pid, signal.SIGINT)
 
     def hook(unraisable: Any) -> None:
-        previous(unraisable)  # still printed, as Python would
         exc_type = getattr(unraisable, "exc_type", None)
-        if isinstance(exc_type, type) and issubclass(exc_type, KeyboardInterrupt):
-            timer = threading.Timer(_RESEND_AFTER_S, resend)
-            timer.daemon = True
-            timer.start()
+        if not (isinstance(exc_type, type) and issubclass(exc_type, KeyboardInterrupt)):
+            previous(unraisable)  # anything else is printed, as Python would
+            return
+        # Not an error to show (a traceback on Ctrl-C): the interrupt, to deliver again.
+        timer = threading.Timer(_RESEND_AFTER_S, resend)
+        timer.daemon = True
+        timer.start()
 
     sys.unraisablehook = hook
     try:
