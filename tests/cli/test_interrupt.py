@@ -80,6 +80,7 @@ def test_negative_control_without_it_the_interrupt_is_lost(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("disposition", [signal.SIG_IGN, signal.SIG_DFL])
 def test_where_ctrl_c_raises_nothing_nothing_changes(disposition: signal.Handlers) -> None:
+    # private: the guard of the CLI's main, tested on its own (main installs it for a command)
     from optarena.cli._interrupt import interrupts_kept
 
     old = signal.signal(signal.SIGINT, disposition)
