@@ -17,7 +17,7 @@ import pytest
 
 from adversarial._support import JudgeFn, copy_task
 from optarena.judge import JudgeOptions, JudgeResult
-from optarena.tasks import Task
+from optarena.tasks import Task, load_task
 
 BASE = "x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight"
 TIMED = """
@@ -435,6 +435,43 @@ total_timeout_s = 120.0
     task = copy_task(tmp_path, "rmsnorm", limits)
     t0 = time.monotonic()
     source = (DATA / "header_without_shape.py").read_text()
+    result = judge_source(task, source, JudgeOptions(budget_s=3.0))
+    assert result.verdict == "rejected"
+    assert "judge_error" not in result.reason_codes, result.reasons
+    assert "timeout" in result.reason_codes, result.reasons
+    assert time.monotonic() - t0 < 60  # the call's timeout is 2 s
+
+
+@pytest.mark.parametrize("when", ["load", "timed"])
+def test_a_request_pipe_never_drained_cannot_hold_the_judge(
+    when: str, tmp_path: Path, judge_source: JudgeFn
+) -> None:
+    """The judge's writes to a worker wait in poll with the call's deadline: a worker that
+    shrinks the request pipe to a page and always leaves a byte of it unread (found by a
+    red-team session: the judge then blocked in write for ever, both on a correctness request
+    and on a timed call's go frame) ends in a timeout, not a judge waiting for ever."""
+    limits = """
+[limits]
+call_timeout_s = 2.0
+load_timeout_s = 20.0
+total_timeout_s = 120.0
+"""
+    task = copy_task(tmp_path, "rmsnorm", limits)
+    # The page fills after about 146 go frames (28 bytes each): the short decode calls only, and
+    # enough of them per slot that a short budget times more than that in the candidate's arm.
+    toml = task.root / "task.toml"
+    text = toml.read_text()
+    for old, new in [
+        ("budget_s = 30.0", "budget_s = 30.0\ncalls_per_slot = 48"),
+        ('name = "prefill"\nrole = "timed"', 'name = "prefill"\nrole = "check"'),
+    ]:
+        assert old in text, "the rmsnorm task changed: update this test"
+        text = text.replace(old, new)
+    toml.write_text(text)
+    task = load_task(task.root)
+    source = (DATA / "request_pipe_never_drained.py").read_text()
+    source = source.replace('WHEN = "load"', f'WHEN = "{when}"')
+    t0 = time.monotonic()
     result = judge_source(task, source, JudgeOptions(budget_s=3.0))
     assert result.verdict == "rejected"
     assert "judge_error" not in result.reason_codes, result.reasons

@@ -7,6 +7,7 @@ deadline, and without the judge allocating what the frame merely announces.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import struct
@@ -347,3 +348,31 @@ def test_descriptors_above_1023_work() -> None:
     finally:
         for fd in (r, w, high):
             os.close(fd)
+
+
+def test_a_write_to_a_pipe_never_drained_times_out_at_its_deadline() -> None:
+    """The judge's end of the request pipe is non-blocking: a full pipe is waited on until the
+    deadline, then WireTimeout; a reader that drains it lets the write finish."""
+    r, w = os.pipe()
+    try:
+        os.set_blocking(w, False)
+        fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 4096)
+        data = b"x" * 10_000
+        t0 = time.monotonic()
+        with pytest.raises(wire.WireTimeout):
+            wire._write_all(w, data, deadline=t0 + 0.3)
+        assert 0.25 < time.monotonic() - t0 < 5
+        got = bytearray(os.read(r, 1 << 16))  # what fitted before the deadline
+
+        def drain() -> None:
+            while len(got) < 4096 + 10_000:
+                got.extend(os.read(r, 1 << 16))
+
+        reader = threading.Thread(target=drain)
+        reader.start()
+        wire._write_all(w, data, deadline=time.monotonic() + 30)
+        reader.join(30)
+        assert bytes(got[-10_000:]) == data
+    finally:
+        os.close(r)
+        os.close(w)

@@ -175,9 +175,12 @@ class CallRun:
         fd = client._from_worker
         try:
             go = self.frames[i]
-            sent = os.write(client._to_worker, go)
-            if sent < len(go):  # only after a signal
-                wire._write_all(client._to_worker, go[sent:])
+            try:
+                sent = os.write(client._to_worker, go)
+            except BlockingIOError:  # a full pipe: the worker has not read what came before
+                sent = 0
+            if sent < len(go):
+                wire._write_all(client._to_worker, go[sent:], deadline)
             client._await_reply(deadline)
             head = _take(fd, run.OUT.size, deadline)
             answered = time.perf_counter_ns()

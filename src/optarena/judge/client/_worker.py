@@ -112,8 +112,11 @@ class WorkerClient:
                 os.close(fd)
         self._to_worker, self._from_worker = judge_w, judge_r
         # Every read of the reply pipe waits in poll, with a deadline: non-blocking, a frame
-        # the worker wrote only part of cannot hold the judge (see `_calls._take`).
+        # the worker wrote only part of cannot hold the judge (see `_calls._take`). And every
+        # write to the request pipe: a worker that never drains it (it can shrink the pipe to
+        # one page and always leave a byte unread) cannot hold the judge either.
         os.set_blocking(judge_r, False)
+        os.set_blocking(judge_w, False)
         self._reply_poll.register(judge_r, select.POLLIN)
 
     def hello_extras(self) -> dict[str, Any]:
@@ -308,8 +311,8 @@ class WorkerClient:
     def _exchange(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         msg = {**msg, "id": next(self._ids)}
         with self._worker_errors(timeout):
-            wire.send(self._to_worker, msg)
             deadline = time.monotonic() + timeout
+            wire.send(self._to_worker, msg, deadline)
             self._await_reply(deadline)
             reply = wire.recv(self._from_worker, timeout=max(deadline - time.monotonic(), 1e-3))
         if not isinstance(reply, dict):
@@ -378,7 +381,7 @@ class WorkerClient:
             self.thaw()  # a frozen process cannot act on a signal, not even SIGKILL (v1)
         if graceful and self.proc is not None and self.proc.poll() is None:
             try:
-                wire.send(self._to_worker, {"op": "exit"})
+                wire.send(self._to_worker, {"op": "exit"}, time.monotonic() + 1)
                 self.proc.wait(timeout=1)
             except Exception:  # a stuck or dead worker is killed below either way
                 pass
