@@ -247,6 +247,15 @@ total_timeout_s = 120.0
     return copy_task(tmp_path_factory.mktemp("protocol"), "rmsnorm", limits)
 
 
+# For attacks that end in the call's timeout: a short one, so the test is short.
+SHORT_CALLS = """
+[limits]
+call_timeout_s = 2.0
+load_timeout_s = 20.0
+total_timeout_s = 120.0
+"""
+
+
 def _never_improved(result: JudgeResult, name: str) -> None:
     metrics = result.metrics
     if result.verdict == "accepted":
@@ -426,13 +435,7 @@ def test_an_output_header_without_its_shape_cannot_hold_the_judge(
 ) -> None:
     """The hot path reads the reply pipe without blocking: a header whose shape never comes
     (the call then sleeps) ends in the call's timeout, not in a judge waiting forever."""
-    limits = """
-[limits]
-call_timeout_s = 2.0
-load_timeout_s = 20.0
-total_timeout_s = 120.0
-"""
-    task = copy_task(tmp_path, "rmsnorm", limits)
+    task = copy_task(tmp_path, "rmsnorm", SHORT_CALLS)
     t0 = time.monotonic()
     source = (DATA / "header_without_shape.py").read_text()
     result = judge_source(task, source, JudgeOptions(budget_s=3.0))
@@ -450,13 +453,7 @@ def test_a_request_pipe_never_drained_cannot_hold_the_judge(
     shrinks the request pipe to a page and always leaves a byte of it unread (found by a
     red-team session: the judge then blocked in write for ever, both on a correctness request
     and on a timed call's go frame) ends in a timeout, not a judge waiting for ever."""
-    limits = """
-[limits]
-call_timeout_s = 2.0
-load_timeout_s = 20.0
-total_timeout_s = 120.0
-"""
-    task = copy_task(tmp_path, "rmsnorm", limits)
+    task = copy_task(tmp_path, "rmsnorm", SHORT_CALLS)
     # The page fills after about 146 go frames (28 bytes each): the short decode calls only, and
     # enough of them per slot that a short budget times more than that in the candidate's arm.
     toml = task.root / "task.toml"
