@@ -410,11 +410,18 @@ def test_helpers_dying_in_the_other_arms_slots_earn_nothing(
     assert "judge_error" not in result.reason_codes, result.reasons
 
 
+def _forged_header(forge: str) -> str:
+    """The forged output header candidate (`data/forged_header.py`) forging `forge`."""
+    source = (DATA / "forged_header.py").read_text()
+    assert 'FORGE = "shape"' in source
+    return source.replace('FORGE = "shape"', f"FORGE = {forge!r}")
+
+
 @pytest.mark.parametrize(
     ("name", "options"),
     [
-        ("forged_header_shape", JudgeOptions(budget_s=3.0)),  # timed: an output frame header
-        ("forged_header_dtype", JudgeOptions(budget_s=3.0)),  # timed: checked after the run
+        ("forged_header:shape", JudgeOptions(budget_s=3.0)),  # timed: an output frame header
+        ("forged_header:dtype", JudgeOptions(budget_s=3.0)),  # timed: checked after the run
         ("forged_reply_shape", JudgeOptions(measure=False)),  # correctness: a JSON reply
         ("forged_violations", JudgeOptions(measure=False)),  # a guard report that is a number
     ],
@@ -424,7 +431,9 @@ def test_a_forged_reply_the_judge_cannot_use_is_a_protocol_violation(
 ) -> None:
     """Shapes such as (0, 2**62) hold no byte yet make NumPy raise, and a number where a list
     belongs made the judge raise: each ended in judge_error, or a traceback out of compare."""
-    result = judge_source(timed_task, (DATA / f"{name}.py").read_text(), options)
+    file, _, forge = name.partition(":")
+    source = _forged_header(forge) if forge else (DATA / f"{file}.py").read_text()
+    result = judge_source(timed_task, source, options)
     assert result.verdict == "rejected"
     assert "judge_error" not in result.reason_codes, result.reasons
     assert "protocol_violation" in result.reason_codes, result.reasons
@@ -437,7 +446,7 @@ def test_an_output_header_without_its_shape_cannot_hold_the_judge(
     (the call then sleeps) ends in the call's timeout, not in a judge waiting forever."""
     task = copy_task(tmp_path, "rmsnorm", SHORT_CALLS)
     t0 = time.monotonic()
-    source = (DATA / "header_without_shape.py").read_text()
+    source = _forged_header("no-shape")
     result = judge_source(task, source, JudgeOptions(budget_s=3.0))
     assert result.verdict == "rejected"
     assert "judge_error" not in result.reason_codes, result.reasons
