@@ -216,8 +216,7 @@ class CallRun:
             if not isinstance(reply, dict):
                 raise wire.WireError("reply is not an object")
             return reply, None
-        dtype = output_dtype(frame, shape)
-        desc = {"shape": list(shape), "dtype": dtype.str, "nbytes": frame.nbytes}
+        dtype, desc = _described(frame, shape)
         if frame.nbytes > self.max_bytes:  # never read: the arm is rejected, the worker closed
             return _reply(self._aliases(frame), {**desc, "too_large": True}), None
         data = np.empty(frame.nbytes, dtype=np.uint8)
@@ -245,13 +244,19 @@ class CallRun:
             try:
                 frame = read_out_header(head, t.position, client.reads_memory)
                 shape = run.SHAPES[frame.ndim].unpack(raw_shape)
-                dtype = output_dtype(frame, shape)
+                dtype, desc = _described(frame, shape)
             except wire.WireError as e:
                 raise client._wire_failure(e, t.timeout) from None
-            desc = {"shape": list(shape), "dtype": dtype.str, "nbytes": frame.nbytes}
             reply = _reply(self._aliases(frame), desc)
             output = data.view(dtype).reshape(shape)
         return CallResult(reply, output, t.tile_ns, t.cpu_ns, t.changed, answer.answered - t.go_ns)
+
+
+def _described(frame: OutHeader, shape: tuple[int, ...]) -> tuple[np.dtype[Any], dict[str, Any]]:
+    """The output a header describes: its dtype (checked against its size: WireError where they
+    disagree) and the reply's description of it. One for both readers."""
+    dtype = output_dtype(frame, shape)
+    return dtype, {"shape": list(shape), "dtype": dtype.str, "nbytes": frame.nbytes}
 
 
 def _reply(aliases: bool, output: dict[str, Any]) -> dict[str, Any]:
