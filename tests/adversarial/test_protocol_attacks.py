@@ -82,13 +82,14 @@ def _serve():
             if msg.get("op") == "bind":
                 args = [_view(area, a) for a in msg["args"]]
                 kwargs = {k: _view(area, v) for k, v in msg["kwargs"].items()}
-                templates[msg["template"]] = (args, kwargs, msg.get("in_memory"))
+                templates[msg["template"]] = (args, kwargs, msg.get("in_memory"),
+                                              msg.get("by_ref"))
             wire.send(fd_out, {"ok": True, "violations": [], "id": msg.get("id")})
             if msg.get("op") == "exit":
                 os._exit(0)
             continue
         _, index, calls, t, m = run.GO.unpack(head + os.read(fd_in, run.GO.size - 4))
-        args, kwargs, in_memory = templates[t]
+        args, kwargs, in_memory, by_ref = templates[t]
         kw = dict(kwargs)
         frame = b"\\0" * run.GO.size + os.read(fd_in, 8 * m)
         while True:
@@ -96,7 +97,9 @@ def _serve():
             out = _base(*args, **kw)
             held[0] = out
             shape = run.SHAPES[out.ndim].pack(*out.shape)
-            if in_memory:
+            if by_ref:  # the least any loop can answer: the object, which the judge reads
+                os.write(fd_out, run.REF.pack(run.REF_MAGIC, index, id(out)))
+            elif in_memory:
                 address = out.__array_interface__["data"][0]
                 os.write(fd_out, run.OUT.pack(run.OUT_MAGIC, index, out.nbytes, address,
                                              run.STATUS_IN_MEMORY, out.ndim, 0, b"<f4") + shape)
@@ -274,8 +277,10 @@ def test_a_loop_taken_over_never_reads_improved(
     seed: int, timed_task: Task, judge_source: JudgeFn
 ) -> None:
     """The lean loop saved the real loop's timed bookkeeping (0.81-0.89 for a copy of the
-    baseline). Now the timed path is a read, the call and a header, and the protocol's cost
-    is the null arm's: a loop that skips nothing timed gains nothing."""
+    baseline; later 0.91-0.93, a red team's loop that skipped the worker's description of
+    each output). Now a call is answered with the output object's address, which the judge
+    reads itself, and the worker's loop sets one scalar inline: this loop, which answers the
+    same way, keeps only the worker's call of the entry to skip."""
     result = judge_source(timed_task, TAKEOVER, JudgeOptions(budget_s=8.0, seed=seed))
     _never_improved(result, "takeover")
 

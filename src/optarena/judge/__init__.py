@@ -6,10 +6,14 @@ from optarena.judge._judge import JudgeOptions, judge
 from optarena.judge._result import JUDGE_SCHEMA_VERSION, Check, JudgeResult
 from optarena.judge._seal import JudgeTamperedError, verify_judge
 from optarena.judge.external import BaseRun, BrokenTaskError, check_base, judge_external
-from optarena.judge.speed import stats  # the one statistics module (experiments too)
+from optarena.judge.speed import (
+    MIN_PAIRS_GRACE,
+    stats,  # the one statistics module (experiments too)
+)
 
 __all__ = [
     "JUDGE_SCHEMA_VERSION",
+    "MIN_PAIRS_GRACE",
     "BaseRun",
     "BrokenTaskError",
     "Check",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Self
 
 from optarena.agents import McpServer, RunContext
+from optarena.judge import MIN_PAIRS_GRACE
 from optarena.mcp._host import ToolsHost
 from optarena.mcp._tools import TOOL_NAMES
 from optarena.records import AgentOutcome
@@ -44,10 +45,11 @@ class TaskToolsHook(TrialHook):
 
     def mcp_servers(self) -> list[McpServer]:
         """The task tools as one server (`optarena`), each tool allowed by name; a call may
-        take the measure budget and the correctness run before it."""
+        take the measure budget (stretched by half to reach the minimum pairs) and the
+        correctness run before it."""
         if self.host is None:
             raise RuntimeError("enter the hook first")
-        timeout = self.max_budget_s + TOOL_MARGIN_S
+        timeout = self.max_budget_s * MIN_PAIRS_GRACE + TOOL_MARGIN_S
         return [McpServer(SERVER_NAME, tuple(self.host.argv()), TOOL_NAMES, timeout)]
 
     def before_agent(self, context: RunContext) -> RunContext | None:

@@ -92,11 +92,13 @@ def _serve(worker, g, first, x, weight, eps):
         lag = True
         magic = _read_exact(fd_in, 4)
         if magic == run.GO_MAGIC:
-            _, index, _, t, m = run.GO.unpack(magic + _read_exact(fd_in, run.GO.size - 4))
+            head = magic + _read_exact(fd_in, run.GO.size - 4)
+            _, index, _, t, m = run.GO.unpack(head)
             raw = bytearray(_read_exact(fd_in, 8 * m - 1))
             raw.append(0x3F if (raw[-1] >> 4) <= 0xD else 0x3E)  # eps in [1e-5, 0.5]
-            args, kwargs = worker.templates[t].with_scalars(bytes(raw))
-            answer(index, _base(*args, **kwargs))
+            tmpl = worker.templates[t]
+            tmpl.place(head + bytes(raw))
+            answer(index, _base(*tmpl.args, **tmpl.kwargs))
             continue
         hlen, _count = struct.unpack("!II", _read_exact(fd_in, 8))
         req = json.loads(_read_exact(fd_in, hlen - 1) + b"}")

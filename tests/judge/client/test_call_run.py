@@ -296,15 +296,138 @@ def rmsnorm(x, weight, *, eps):
 """
 
 
-def test_what_the_hot_path_leaves_unchecked_is_checked_after_the_run(tmp_path: Path) -> None:
-    """The hot path reads an in-memory answer on what it must know (magic, call, kind, a size
-    within the limit) and checks the rest after the run: a dtype that disagrees with the size
-    is still a protocol violation, never bytes judged as another dtype."""
+def test_an_output_frame_in_place_of_a_ref_frame_is_checked_in_full(tmp_path: Path) -> None:
+    """An output frame the candidate writes itself where the judge waits for a ref frame goes
+    to the general reader, which checks all of it: a dtype that disagrees with the size is a
+    protocol violation, never bytes judged as another dtype."""
     w = _worker(tmp_path, FORGED_LAST)
     try:
         with pytest.raises(WorkerError) as e:
             w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)
         assert e.value.code == "protocol_violation"
         assert "disagree" in e.value.detail
+    finally:
+        w.close()
+
+
+# Returns the right values in one of several forms: what the judge takes by reference and what
+# it asks the worker to describe (made contiguous there, or no array at all).
+FORMS = """
+import numpy as np
+
+FORM = "{form}"
+
+
+def rmsnorm(x, weight, *, eps):
+    out = x * 2
+    if FORM == "fortran":
+        return np.asfortranarray(out)
+    if FORM == "reversed":
+        return out[::-1]
+    if FORM == "big-endian":
+        return out.astype(">f4")
+    if FORM == "flat":
+        return out.reshape(-1)
+    if FORM == "one-row":
+        return out[:1]
+    if FORM == "objects":
+        return out.astype(object)
+    return out
+"""
+
+
+@pytest.mark.parametrize(
+    "form", ["plain", "fortran", "reversed", "big-endian", "flat", "one-row", "objects"]
+)
+def test_every_form_of_output_reads_as_the_candidate_returned_it(tmp_path: Path, form: str) -> None:
+    """Taken by reference where it is a plain contiguous array; asked about (the `describe`
+    frame, in the middle of a run and after its last call) where it is not: the same values
+    either way, or, for an array of objects, the worker's description of it and the run's
+    end."""
+    w = _worker(tmp_path, FORMS.format(form=form))
+    try:
+        assert w.objects is not None or os.geteuid() != 0
+        calls = _calls(3)
+        results = w.run_calls(0, calls, lambda: 30.0, 1 << 20)
+        if form == "objects":
+            assert len(results) == 1 and results[0].output is None
+            assert "object" in str(results[0].reply["output"])
+            return
+        assert len(results) == 3
+        for (args, _), r in zip(calls, results, strict=True):
+            want = args[0] * 2
+            want = {"reversed": want[::-1], "flat": want.reshape(-1), "one-row": want[:1]}.get(
+                form, want
+            )
+            assert r.output is not None and r.output.shape == want.shape
+            assert np.array_equal(r.output, want)
+            assert r.reply["aliases"] is False
+            assert r.reply["output"]["dtype"] == (">f4" if form == "big-endian" else "<f4")
+    finally:
+        w.close()
+
+
+# On the run's last call, a ref frame of the candidate's own goes out before the worker's,
+# naming something other than the output (the judge takes the first frame as the answer).
+FORGED_REF = """
+import ctypes
+import os
+import struct
+import sys
+
+import numpy as np
+
+WHAT = "{what}"
+_calls = [0]
+_keep = []
+
+
+def _forged_array_over(x):
+    dims = (ctypes.c_int64 * 2)(*x.shape)
+    strides = (ctypes.c_int64 * 2)(*x.strides)
+    fields = (ctypes.c_char * 96)()
+    data = x.__array_interface__["data"][0]
+    struct.pack_into(
+        "<qQQi4xQQQQi", fields, 0, 1 << 20, id(np.ndarray), data, 2,
+        ctypes.addressof(dims), ctypes.addressof(strides), 0, id(x.dtype), 1,
+    )
+    _keep.extend([dims, strides, fields])
+    return ctypes.addressof(fields)
+
+
+def rmsnorm(x, weight, *, eps):
+    _calls[0] += 1
+    if _calls[0] == 2:
+        thing = b"not an array" * 8
+        _keep.append(thing)
+        ref = {{"no-array": id(thing), "unmapped": 8, "over-the-input": _forged_array_over(x)}}
+        os.write(int(sys.argv[2]), struct.pack("<4sIQ", b"OAR1", 1, ref[WHAT]))
+    return np.zeros(x.shape, x.dtype)
+"""
+
+
+@pytest.mark.parametrize(
+    ("what", "finding"),
+    [("no-array", "names no ndarray"), ("unmapped", "cannot be read"), ("over-the-input", "")],
+)
+def test_a_forged_output_reference_gains_nothing(tmp_path: Path, what: str, finding: str) -> None:
+    """The object a ref frame names is the candidate's to forge: one that is no array, or lies
+    nowhere, is a protocol violation; a made-up array over the input area (the input's bytes
+    as the output, no work done) is seen for what its bytes are: an output in an input."""
+    w = _worker(tmp_path, FORGED_REF.format(what=what))
+    try:
+        if w.objects is None:
+            pytest.skip("this judge cannot read the worker's memory")
+        if finding:
+            with pytest.raises(WorkerError) as e:
+                w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)
+            assert e.value.code == "protocol_violation"
+            assert finding in e.value.detail
+            return
+        calls = _calls(2)
+        results = w.run_calls(0, calls, lambda: 30.0, 1 << 20)
+        last = results[-1]
+        assert last.reply["aliases"] is True
+        assert last.output is not None and np.array_equal(last.output, calls[1][0][0])
     finally:
         w.close()

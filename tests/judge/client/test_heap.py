@@ -3,16 +3,13 @@ again (the outputs it reads between two timed calls land in warm pages)."""
 
 from __future__ import annotations
 
-import contextlib
+import json
 import mmap
-import resource
-from collections.abc import Iterator
+import subprocess
+import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-
-from optarena.judge.client import kept_heap
 
 # private: whether this C library has the knobs at all (glibc)
 from optarena.judge.client._heap import _LIBC
@@ -34,38 +31,66 @@ pytestmark = [
 _BYTES = 40 << 20  # above glibc's largest dynamic mmap threshold (32 MiB): a fresh mapping
 _PAGES = _BYTES // mmap.PAGESIZE
 
+# Run in a fresh interpreter: the malloc settings and the heap are the process's. In a test
+# worker that has run other tests, another thread may hold `kept_heap` (its exit then keeps the
+# setting, as it must) or may have allocated above the freed array (the array's chunk is then
+# reused from the free list, not mapped again): neither is what this test is about.
+_PROBE = """
+import json, resource, sys
+import numpy as np
+from numpy._core import multiarray
+from optarena.judge.client import kept_heap
 
-@contextlib.contextmanager
-def _small_pages() -> Iterator[None]:
-    """NumPy asks for huge pages for large arrays (madvise); counted in 4 KiB pages here."""
-    from numpy._core import multiarray
-
-    was = multiarray._set_madvise_hugepage(False)
-    try:
-        yield
-    finally:
-        multiarray._set_madvise_hugepage(was)
+N = int(sys.argv[1])
+multiarray._set_madvise_hugepage(False)  # NumPy asks for huge pages (madvise): 4 KiB here
 
 
-def _faults_per_array(n: int = 3) -> list[int]:
-    """Page faults of allocating, touching and freeing a 40 MiB array, n times in a row."""
-    faults = []
+def faults(n=3):
+    out = []
     for _ in range(n):
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        a = np.empty(_BYTES, dtype=np.uint8)
+        a = np.empty(N, dtype=np.uint8)
         a.fill(1)
         del a
-        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-    return faults
+        out.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    return out
+
+
+with kept_heap(), kept_heap():  # nested: the inner exit keeps the setting
+    pass
+with kept_heap():
+    _, *later = faults()
+outside = faults()  # negative control, and the defaults are back: a new mapping each time
+
+# a concurrent holder (another judge thread) keeps the setting past this block's exit
+import threading
+held, release = threading.Event(), threading.Event()
+
+
+def hold():
+    with kept_heap():
+        held.set()
+        release.wait()
+
+
+other = threading.Thread(target=hold)
+other.start()
+held.wait()
+with kept_heap():
+    faults(1)
+shared = faults(2)
+release.set()
+other.join()
+print(json.dumps([later, outside, shared]))
+"""
 
 
 def test_freed_memory_is_reused_inside_and_given_back_after() -> None:
-    with kept_heap(), kept_heap():  # nested: the inner exit keeps the setting
-        pass
-    with _small_pages():
-        with kept_heap():
-            _, *later = _faults_per_array()
-        # negative control, and the defaults are back: each array is a new mapping again
-        outside = _faults_per_array()
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(_BYTES)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    later, outside, shared = json.loads(done.stdout)
     assert max(later) * 10 < _PAGES, later  # the same size again: no new pages
     assert min(outside) * 2 > _PAGES, outside
+    assert max(shared) * 10 < _PAGES, shared

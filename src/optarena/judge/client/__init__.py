@@ -11,8 +11,16 @@ runs *inside* the worker is `judge/worker/`.
 """
 
 from optarena.judge.client._arena import arena_bytes
+from optarena.judge.client._blas import one_blas_thread
 from optarena.judge.client._heap import kept_heap
 from optarena.judge.client._results import CallResult, WorkerError
 from optarena.judge.client._worker import WorkerClient
 
-__all__ = ["CallResult", "WorkerClient", "WorkerError", "arena_bytes", "kept_heap"]
+__all__ = [
+    "CallResult",
+    "WorkerClient",
+    "WorkerError",
+    "arena_bytes",
+    "kept_heap",
+    "one_blas_thread",
+]

@@ -8,15 +8,15 @@ matters is the turn's footprint, not its length (docs/measurement.md, "The judge
 a run is split in three:
 
 - before the worker is thawed: every call's copies and go frame are worked out;
-- per call, the hot path: copy the inputs in, write the go frame, wait, read the output
-  header, read the output from the worker's memory, compare the inputs, read the clocks. What
-  it must know to read safely (the frame's magic, call index and kind, a size within the
-  limit) it checks at once; the other checks wait;
-- after the last call: those checks (shape, dtype and size agree; the output lies in no input),
-  as strict as the general reader's, and the `CallResult`s.
+- per call, the hot path: copy the inputs in, write the go frame, wait, read the ref frame,
+  read the output object and then its bytes from the worker's memory (`_objects`), compare
+  the inputs, read the clocks. What it must know to read safely (the frame's magic and call
+  index, the object's type, dtype, dimensions, a size within the limit) it checks at once;
+- after the last call: whether the output lies in an input, and the `CallResult`s.
 
-Anything but an honest in-memory answer (a failed call's wire frame, bytes through the pipe, an
-output over the limit, a malformed header) leaves the hot path for the general reader.
+Anything but an output taken by reference (a failed call's wire frame, bytes through the pipe,
+an array the judge asks the worker to describe, a malformed frame) leaves the hot path for the
+general reader.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from optarena.judge.client._layout import (
     read_out_header,
     segments,
 )
+from optarena.judge.client._objects import ArrayRef
 from optarena.judge.client._results import CallResult, WorkerError
 from optarena.judge.worker import _run as run
 from optarena.judge.worker import _wire as wire
@@ -45,11 +46,11 @@ if TYPE_CHECKING:
 
 
 class Answer(NamedTuple):
-    """One call's answer. From the hot path: the header's and the shape's bytes and the output's
-    bytes (`raw`), checked after the run; from the general reader: its reply and output. And
-    when the header arrived."""
+    """One call's answer. From the hot path: the output as its object describes it and its
+    bytes (`raw`), its reply made after the run; from the general reader: its reply and
+    output. And when the first frame arrived."""
 
-    raw: tuple[bytes, bytes, np.ndarray] | None
+    raw: tuple[ArrayRef, np.ndarray] | None
     reply: dict[str, Any]
     output: np.ndarray | None
     answered: int
@@ -182,24 +183,29 @@ class CallRun:
             if sent < len(go):
                 wire._write_all(client._to_worker, go[sent:], deadline)
             client._await_reply(deadline)
-            head = _take(fd, run.OUT.size, deadline)
+            head = _take(fd, run.REF.size, deadline)
             answered = time.perf_counter_ns()
-            magic, idx, nbytes, address, status, ndim, _, _ = run.OUT.unpack(head)
-            if (
-                magic != run.OUT_MAGIC
-                or idx != index
-                or status != run.STATUS_IN_MEMORY
-                or not client.reads_memory
-                or ndim > run.MAX_NDIM
-                or nbytes > self.max_bytes
-            ):
-                reply, output = self._general(head, index, deadline)
-                return Answer(None, reply, output, answered)
-            shape = _take(fd, 8 * ndim, deadline)
-            data = np.empty(nbytes, dtype=np.uint8)
-            if nbytes:
-                client._read_memory(address, data)
-            return Answer((head, shape, data), {}, None, answered)
+            magic, idx, ref = run.REF.unpack(head)
+            if magic == run.REF_MAGIC:
+                objects = client.objects
+                if objects is None or idx != index:
+                    raise wire.WireError("malformed output frame header")
+                got = objects.read(ref)
+                if got is not None and got.nbytes <= self.max_bytes:
+                    data = np.empty(got.nbytes, dtype=np.uint8)
+                    if got.nbytes:
+                        client._read_memory(got.address, data)
+                    return Answer((got, data), {}, None, answered)
+                # Not one to take by reference: the worker describes it in full (see `_run`).
+                m = len(self.layouts[i].scalars)
+                seg = next(e - s for s, e in self.segments if s <= i < e)
+                asking = run.describe_frame(index, seg, self.template, m)
+                wire._write_all(client._to_worker, asking, deadline)
+                client._await_reply(deadline)
+                head = _take(fd, run.REF.size, deadline)
+            head += _take(fd, run.OUT.size - run.REF.size, deadline)
+            reply, output = self._general(head, index, deadline)
+            return Answer(None, reply, output, answered)
         except (wire.WireError, BrokenPipeError) as e:
             raise client._wire_failure(e, timeout) from None
 
@@ -216,7 +222,8 @@ class CallRun:
             if not isinstance(reply, dict):
                 raise wire.WireError("reply is not an object")
             return reply, None
-        dtype, desc = _described(frame, shape)
+        dtype = output_dtype(frame, shape)
+        desc = _description(shape, dtype, frame.nbytes)
         if frame.nbytes > self.max_bytes:  # never read: the arm is rejected, the worker closed
             return _reply(self._aliases(frame), {**desc, "too_large": True}), None
         data = np.empty(frame.nbytes, dtype=np.uint8)
@@ -227,36 +234,29 @@ class CallRun:
         return _reply(self._aliases(frame), desc), data.view(dtype).reshape(shape)
 
     def _aliases(self, frame: OutHeader) -> bool:
-        """The worker's flag, or (in memory) an output inside the input area's mapping there,
-        which the judge reads from the kernel's list of the worker's mappings."""
-        if frame.aliases:
-            return True
-        ranges = self.client.input_ranges
-        return frame.in_memory and any(lo < frame.end and frame.address < hi for lo, hi in ranges)
+        """The worker's flag, or an output in memory inside the input area (`_in_inputs`)."""
+        return frame.aliases or (frame.in_memory and self._in_inputs(frame.address, frame.end))
+
+    def _in_inputs(self, address: int, end: int) -> bool:
+        """Whether [address, end) lies in the input area's mapping in the worker, which the
+        judge reads from the kernel's list of the worker's mappings."""
+        return any(lo < end and address < hi for lo, hi in self.client.input_ranges)
 
     def _result(self, t: Taken) -> CallResult:
         """A call's result, with the checks the hot path left (as the general reader's)."""
         answer = t.answer
         reply, output = answer.reply, answer.output
         if answer.raw is not None:
-            head, raw_shape, data = answer.raw
-            client = self.client
-            try:
-                frame = read_out_header(head, t.position, client.reads_memory)
-                shape = run.SHAPES[frame.ndim].unpack(raw_shape)
-                dtype, desc = _described(frame, shape)
-            except wire.WireError as e:
-                raise client._wire_failure(e, t.timeout) from None
-            reply = _reply(self._aliases(frame), desc)
-            output = data.view(dtype).reshape(shape)
+            ref, data = answer.raw
+            desc = _description(ref.shape, ref.dtype, ref.nbytes)
+            reply = _reply(self._in_inputs(ref.address, ref.end), desc)
+            output = data.view(ref.dtype).reshape(ref.shape)
         return CallResult(reply, output, t.tile_ns, t.cpu_ns, t.changed, answer.answered - t.go_ns)
 
 
-def _described(frame: OutHeader, shape: tuple[int, ...]) -> tuple[np.dtype[Any], dict[str, Any]]:
-    """The output a header describes: its dtype (checked against its size: WireError where they
-    disagree) and the reply's description of it. One for both readers."""
-    dtype = output_dtype(frame, shape)
-    return dtype, {"shape": list(shape), "dtype": dtype.str, "nbytes": frame.nbytes}
+def _description(shape: tuple[int, ...], dtype: np.dtype[Any], nbytes: int) -> dict[str, Any]:
+    """A reply's description of an output, the same from both readers."""
+    return {"shape": list(shape), "dtype": dtype.str, "nbytes": nbytes}
 
 
 def _reply(aliases: bool, output: dict[str, Any]) -> dict[str, Any]:

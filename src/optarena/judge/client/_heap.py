@@ -12,11 +12,12 @@ only while a pair is measured, and the memory is given back after.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from optarena.judge.client._shared import SharedSetting
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -24,9 +25,6 @@ _KEEP_TRIM = 1 << 30  # freed memory below this much at the heap's top is kept
 _KEEP_MMAP = 64 << 20  # arrays below this come from the heap (an output of a task: yes)
 # glibc's documented defaults, restored after (the dynamic adjustment is off once set)
 _DEFAULT_TRIM = _DEFAULT_MMAP = 128 * 1024
-
-_lock = threading.Lock()
-_holders = 0
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -40,26 +38,26 @@ def _libc() -> ctypes.CDLL | None:
 _LIBC = _libc()
 
 
-@contextlib.contextmanager
-def kept_heap() -> Iterator[None]:
+def _keep() -> Callable[[], None]:
+    libc = _LIBC
+    if libc is None:  # not glibc: nothing to set
+        return lambda: None
+    libc.mallopt(_M_MMAP_THRESHOLD, _KEEP_MMAP)
+    libc.mallopt(_M_TRIM_THRESHOLD, _KEEP_TRIM)
+
+    def restore() -> None:
+        libc.mallopt(_M_MMAP_THRESHOLD, _DEFAULT_MMAP)
+        libc.mallopt(_M_TRIM_THRESHOLD, _DEFAULT_TRIM)
+        libc.malloc_trim(0)
+
+    return restore
+
+
+_KEPT = SharedSetting(_keep)
+
+
+def kept_heap() -> AbstractContextManager[None]:
     """Keep freed memory in this process while the block runs (nested and concurrent blocks
     share one setting: the first sets it, the last restores it and trims). A no-op where the
     C library is not glibc."""
-    global _holders
-    if _LIBC is None:
-        yield
-        return
-    with _lock:
-        _holders += 1
-        if _holders == 1:
-            _LIBC.mallopt(_M_MMAP_THRESHOLD, _KEEP_MMAP)
-            _LIBC.mallopt(_M_TRIM_THRESHOLD, _KEEP_TRIM)
-    try:
-        yield
-    finally:
-        with _lock:
-            _holders -= 1
-            if _holders == 0:
-                _LIBC.mallopt(_M_MMAP_THRESHOLD, _DEFAULT_MMAP)
-                _LIBC.mallopt(_M_TRIM_THRESHOLD, _DEFAULT_TRIM)
-                _LIBC.malloc_trim(0)
+    return _KEPT.held()

@@ -23,6 +23,7 @@ from optarena.judge.client._layout import (
     grow_pipe,
     input_mappings,
 )
+from optarena.judge.client._objects import ObjectReader
 from optarena.judge.client._results import CallResult, WorkerError
 from optarena.judge.client._worker_env import exit_reason, resource_limits, worker_env
 from optarena.judge.worker import _wire as wire
@@ -70,6 +71,7 @@ class WorkerClient:
         )
         self.reply_pipe_bytes = reply_pipe_bytes
         self.reads_memory = False  # outputs of runs read from the worker's memory (see hello)
+        self.objects: ObjectReader | None = None  # ... and by reference (see `_objects`)
         self.cpu_at_rest: int | None = None  # the cgroup's CPU when last frozen between runs
         self.input_ranges: list[tuple[int, int]] = []  # where the input area is mapped there
         self.bound: dict[int, Any] = {}  # template -> the layout it was bound with
@@ -213,6 +215,7 @@ class WorkerClient:
             "scalars": [[w, k, kind] for w, k, kind in layout.scalars],
         }
         msg["in_memory"] = self.reads_memory
+        msg["by_ref"] = self.objects is not None
         if null_output is not None:
             msg["null_output"] = {"shape": list(null_output[0]), "dtype": null_output[1]}
         reply = self._exchange(msg, timeout)
@@ -298,6 +301,9 @@ class WorkerClient:
         reply = self._exchange(msg, timeout)
         if msg.get("op") == "hello":
             self.reads_memory = self._can_read_memory(reply.get("probe"))
+            pid = self.sandbox.worker_pid
+            if self.reads_memory and pid is not None:
+                self.objects = ObjectReader.probe(pid, reply["probe"])
         if self.inputs is not None:
             self._rest()
         return reply

@@ -12,6 +12,7 @@ experiments use it too).
 
 from optarena.judge.speed import _stats as stats
 from optarena.judge.speed._instructions import count_instructions
+from optarena.judge.speed._measure import MIN_PAIRS_GRACE
 from optarena.judge.speed._phase import (
     MAIN_STREAM,
     SpeedOptions,
@@ -26,6 +27,7 @@ from optarena.judge.speed._stats import Estimate, decided, estimate, median
 
 __all__ = [
     "MAIN_STREAM",
+    "MIN_PAIRS_GRACE",
     "Estimate",
     "SpeedOptions",
     "SpeedResult",

@@ -35,6 +35,7 @@ from optarena.tasks import Task
 
 Progress = Callable[[str, float], None]
 _INTERIM = 1000  # bootstrap resamples for the interim stop decisions
+MIN_PAIRS_GRACE = 1.5  # the budget's stretch to reach min_pairs (`out_of_budget`)
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ class Measurement:
         while len(pairs) < plan.max_pairs:
             now = time.monotonic()
             per_pair = max(p.seconds for p in pairs[-3:]) if pairs else 0.0
-            if pairs and now - t0 + per_pair > plan.budget_s:
+            if pairs and out_of_budget(plan, len(pairs), now - t0, per_pair):
                 return "budget"
             if self.deadline is not None and now + max(per_pair, 1.0) > self.deadline:
                 return "deadline"
@@ -249,6 +250,19 @@ class Measurement:
             null_arm=True,
             slot_replay=True,
         )
+
+
+def out_of_budget(plan: MeasurePlan, done: int, elapsed: float, per_pair: float) -> bool:
+    """Whether a comparison `elapsed` seconds in, with `done` pairs of about `per_pair` seconds,
+    starts no more. A pair starts if it can end within the budget. Below `min_pairs` there is
+    no interval yet, and the time spent buys no verdict: the budget stretches by half
+    (MIN_PAIRS_GRACE) where the pairs still missing all fit in the stretch, and not at all
+    where they do not (the stretch would buy nothing). The judgement's deadline is checked
+    apart, and never stretches."""
+    if elapsed + per_pair <= plan.budget_s:
+        return False
+    missing = plan.min_pairs - done
+    return missing <= 0 or elapsed + per_pair * missing > plan.budget_s * MIN_PAIRS_GRACE
 
 
 def _interim_clock(pairs: Sequence[PairRecord]) -> Clock:

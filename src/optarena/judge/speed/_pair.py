@@ -34,7 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from optarena.judge.client import CallResult, WorkerClient, WorkerError, kept_heap
+from optarena.judge.client import (
+    CallResult,
+    WorkerClient,
+    WorkerError,
+    kept_heap,
+    one_blas_thread,
+)
 from optarena.judge.correctness import (
     Finding,
     area_sizes,
@@ -135,7 +141,9 @@ class PairSession:
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, [self.cpu])
         try:
-            with kept_heap():  # the outputs' reads between calls fault in no new pages
+            # the outputs' reads between calls fault in no new pages; the oracle's products
+            # leave no BLAS thread spinning on the worker's CPU
+            with kept_heap(), one_blas_thread():
                 return self._run()
         finally:
             if own is not None:

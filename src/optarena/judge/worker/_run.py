@@ -12,21 +12,34 @@ windows:
 - once per workload, untimed: `bind` (a JSON request) describes the calls' array layout in the
   sealed input area and which arguments are scalars; the worker builds the views then;
 - per call: the judge writes the inputs into the area and one `go` frame to the request pipe
-  (the scalars' values inside); the worker reads it, calls the entry, and writes one output
-  frame to the reply pipe: a fixed header saying where the output is and what it is;
-- the judge then reads the output's bytes out of the worker's memory itself
-  (`process_vm_readv`, while the worker waits for its next go frame): no copy is made in the
-  worker at all, so there is none a candidate could skip, and none the ratio pays for. Where
-  the judge may not read the worker's memory (`bind` says whether a probe read worked), the
-  bytes follow the header in the pipe instead (`STATUS_ARRAY`, one `writev`), and the
-  sandbox's seccomp filter refuses `splice`, `vmsplice`, `tee` and `sendfile`, so no page can
-  change hands without that copy.
+  (the scalars' values inside); the worker reads it, calls the entry, and writes one 16-byte
+  `ref` frame to the reply pipe: the call's index and the output object's address (`id`);
+- the judge then reads the object itself out of the worker's memory (`process_vm_readv`, while
+  the worker waits for its next go frame): the ndarray's fields (type, data pointer, number of
+  dimensions, flags), its descriptor's type character and byte order, its dimensions, and then
+  its bytes. No copy is made in the worker, and nothing about the output is worked out there:
+  whatever the worker did per call to describe its output (its address, shape and dtype cost
+  2 us a call through NumPy's Python attributes) a candidate that takes the loop over could skip,
+  a saving only the baseline's and the null arm's loops paid (red team, 2026-12-05: the
+  baseline's arithmetic in a loop of its own read `improved` at 0.91-0.93). What a forged
+  object could claim is no gain: the bytes the judge then reads are what it judges.
+- an output the judge cannot take by reference (a dtype outside the plain ones, not
+  C-contiguous, too many dimensions) it asks about with a `describe` frame (a go frame's layout,
+  `DESCRIBE_MAGIC`): the worker answers with a full output frame (below), making the array
+  contiguous first where that is all it lacks (the candidate's cost, in the call's window).
+- where the judge may not read the worker's memory (`bind` says whether a probe read worked),
+  or the worker's objects are not laid out as the judge expects (the hello probe names an
+  object too), the worker answers each call with a full output frame instead: a fixed header
+  saying where the output is and what it is (`STATUS_IN_MEMORY`), or the bytes following it in
+  the pipe (`STATUS_ARRAY`, one `writev`); the sandbox's seccomp filter refuses `splice`,
+  `vmsplice`, `tee` and `sendfile`, so no page can change hands without that copy.
 
 A loop written by the candidate must still block on the go frame (the inputs do not exist
-before it) and answer with a header (or the bytes). Both frames are fixed layouts: a go frame is
-24 bytes plus 8 per scalar; an output frame 48 bytes plus 8 per dimension. An entry that raises
-or returns something other than a plain numeric array ends the run with status `FRAME`,
-followed by an ordinary wire frame (the reply the JSON path would have sent).
+before it) and answer with a frame. All frames are fixed layouts: a go frame is 20 bytes plus 8
+per scalar; a ref frame 16 bytes, the first 16 of an output frame (44 bytes plus 8 per
+dimension), which the judge reads on only where the magic says so. An entry that raises or
+returns something other than a plain numeric array ends the run with status `FRAME`, followed
+by an ordinary wire frame (the reply the JSON path would have sent).
 
 Like `_wire.py` this imports only the standard library (the worker loads it by path).
 """
@@ -36,9 +49,13 @@ from __future__ import annotations
 import struct
 
 GO_MAGIC = b"OAG1"
+DESCRIBE_MAGIC = b"OAD1"  # a go frame's layout: describe call `index`'s output in full
 OUT_MAGIC = b"OAO1"
+REF_MAGIC = b"OAR1"
 # magic, call index in the run, calls in the run, template, scalars that follow
 GO = struct.Struct("<4sIIII")
+# magic, call index, the output object's address
+REF = struct.Struct("<4sIQ")
 # magic, call index, nbytes, address, status, ndim, flags, pad, dtype string (NUL padded)
 OUT = struct.Struct("<4sIQQBBBx16s")
 SCALAR = struct.Struct("<d")
@@ -57,6 +74,11 @@ SCALAR_KINDS = ("f", "i", "b")
 def go_frame(index: int, calls: int, template: int, scalars: list[float]) -> bytes:
     head = GO.pack(GO_MAGIC, index, calls, template, len(scalars))
     return head + b"".join(SCALAR.pack(v) for v in scalars)
+
+
+def describe_frame(index: int, calls: int, template: int, scalars: int) -> bytes:
+    """The frame that asks for call `index`'s output in full, as long as its go frame."""
+    return GO.pack(DESCRIBE_MAGIC, index, calls, template, scalars) + bytes(8 * scalars)
 
 
 def out_header(
