@@ -135,7 +135,8 @@ def test_a_scaled_benchmark_shows_both_sizes_and_the_os_check() -> None:
     m = ExternalMetrics(
         metric={"json": "seconds"}, direction="lower", ratio_meaning="c/b",
         verdict="inconclusive", overall=_summary("inconclusive", 0.1, [0.09, 0.11]),
-        stop=BenchmarkStop(reason="max_rounds", rounds=1, budget_s=30), rounds=[rnd],
+        stop=BenchmarkStop(reason="max_rounds", rounds=1, budget_s=30, os_second_look=True),
+        rounds=[rnd],
         scale=[1, 192], os_check=check, crosscheck=[check.why],
     )  # fmt: skip
     console = Console(width=200, record=True)
@@ -145,3 +146,4 @@ def test_a_scaled_benchmark_shows_both_sizes_and_the_os_check() -> None:
     assert "0.45 / 0.21" in text and "0.15 / 0.16" in text
     assert "OS check: unresolved (scaled_difference)" in text
     assert "to resolve it: raise [benchmark] scale.high" in text
+    assert "stopped: max_rounds after 1 rounds" in text and "the OS looked once more" in text

@@ -55,7 +55,7 @@ timeout_s = 300
 [measurement]
 budget_s = 40
 min_effect = 0.05
-max_rounds = 6
+max_rounds = 10
 
 [env]
 PYTHONPATH = "src:.meta"

@@ -256,6 +256,12 @@ def benchmark_view(m: ExternalMetrics) -> RenderableType:
         escape(o.why),
         escape(
             f"stopped: {m.stop.reason} after {m.stop.rounds} rounds (budget {m.stop.budget_s:g} s)"
+            + (
+                "; the metric had decided before the OS could tell, so the rounds the spec "
+                "allowed ran and the OS looked once more"
+                if m.stop.os_second_look
+                else ""
+            )
         ),
     ]
     c = m.os_check

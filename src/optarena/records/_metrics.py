@@ -38,7 +38,10 @@ class SpeedProtocol(_Model):
     """The frozen measurement protocol of one comparison."""
 
     min_effect: float = Field(description="smallest relative change that earns a verdict")
-    budget_s: float = Field(description="time budget for the whole comparison")
+    budget_s: float = Field(
+        description="time budget for the whole comparison (stretched by up to half of it "
+        "where that reaches min_pairs, never past the judgement's deadline)"
+    )
     warmup_calls: int = Field(description="uncounted calls per workload per process")
     calls_per_slot: int = Field(
         description="timed calls per arm per slot at least (ABBA: 4 slots); short calls get "
@@ -260,7 +263,9 @@ class OsCheck(_Model):
     clock: Clock | None = Field(description="cpu (the runs' cgroups) or wall; null: not looked at")
     ratio: float | None = Field(description="the OS's candidate/baseline estimate; null: none")
     ratio_ci: list[float] | None = Field(description="its 95% interval; null: none")
-    metric_ratio: float = Field(description="the metric's median ratio that was to be confirmed")
+    metric_ratio: float = Field(
+        description="the metric's ratio that was to be confirmed (the verdict's own estimate)"
+    )
     why: str = Field(description="the outcome in words")
     advice: str | None = Field(default=None, description="what the spec could add to resolve it")
 
@@ -269,6 +274,11 @@ class BenchmarkStop(_Model):
     reason: Literal["decided", "budget", "max_rounds"]
     rounds: int
     budget_s: float
+    os_second_look: bool = Field(
+        default=False,
+        description="the metric decided before the OS could tell, so the rounds the spec still "
+        "allowed ran and the OS looked once more over all of them (reason: where those ended)",
+    )
 
 
 class ExternalMetrics(_Model):

@@ -8,6 +8,7 @@ import random
 
 # private: the OS cross-check, tested on literal readings
 from optarena.judge.external._crosscheck import os_check
+from optarena.judge.speed import Estimate, estimate
 from optarena.records import BenchmarkRound, OsCheck, ScaleRuns
 
 
@@ -30,7 +31,11 @@ NOISY = [0.9, 1.6, 0.5, 1.4, 0.6, 1.3]  # a loaded machine's wall time
 
 
 def _check(rounds: list[BenchmarkRound], metric_is_wall: bool = False) -> OsCheck:
-    return os_check(rounds, [r.log_ratio for r in rounds], metric_is_wall, 0.05, seed=1)
+    return os_check(rounds, _metric(rounds), metric_is_wall, 0.05, seed=1)
+
+
+def _metric(rounds: list[BenchmarkRound]) -> Estimate:
+    return estimate([r.log_ratio for r in rounds], 0.95, seed=1, min_n=4)
 
 
 def test_a_benchmark_that_lies_about_itself_is_reported() -> None:
@@ -50,6 +55,20 @@ def test_a_benchmark_that_lies_about_itself_is_reported() -> None:
     c = _check(_rounds(3.0, FASTER, FASTER))
     assert c.outcome == "contradicted" and "metric ratio 3.000" in c.why and c.advice is None
     assert _check(_rounds(1.01, SAME, SAME)).outcome == "not_needed"  # below min_effect
+
+
+def test_the_effect_checked_is_the_verdicts_estimate_not_a_median() -> None:
+    """Two outlier rounds in six: the median claimed no effect (0.969) while the verdict's
+    Hodges-Lehmann estimate read 0.888 `improved` (CI, an A/A cheat on primes), and the OS
+    was never asked. The OS is asked where the verdict's estimate is beyond min_effect."""
+    rounds = _rounds(0.97, SAME, SAME)
+    for i in (1, 4):
+        rounds[i] = rounds[i].model_copy(update={"candidate": 0.5, "log_ratio": math.log(0.5)})
+    logs = [r.log_ratio for r in rounds]
+    assert math.exp(sorted(logs)[3]) > 0.95  # the median: within 5%
+    c = _check(rounds)
+    assert c.outcome == "unresolved" and c.metric_ratio < 0.95  # asked, and not confirmed
+    assert _check(_rounds(0.97, SAME, SAME)).outcome == "not_needed"  # negative control
 
 
 def test_identical_os_times_give_no_interval_and_no_confirmation() -> None:
