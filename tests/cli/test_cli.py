@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -135,19 +136,12 @@ def test_qualify_cli() -> None:
         assert "says nothing about the noise" in " ".join(proc.stdout.split())
 
 
-def test_an_interrupt_says_what_was_recorded() -> None:
+def test_an_interrupt_says_what_was_recorded(
+    from_a_terminal: Callable[[list[str]], subprocess.Popen[str]],
+) -> None:
     """Ctrl-C of a command that records nothing: exit 130 and a line saying so, no traceback."""
     optimized = BUILTIN_DIR / "rmsnorm" / "controls" / "optimized"
-    argv = [sys.executable, "-m", "optarena", "judge", "rmsnorm", str(optimized)]
-    proc = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        # Ctrl-C as a terminal delivers it: a process started with SIGINT ignored (a
-        # background job's children) keeps ignoring it, as it should, and judges to the end
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    proc = from_a_terminal([sys.executable, "-m", "optarena", "judge", "rmsnorm", str(optimized)])
     time.sleep(2.0)  # importing, then judging (a full judgement takes far longer)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)

@@ -136,7 +136,9 @@ def test_an_unknown_agent_and_an_edited_plan_name_their_fields(
 
 
 @pytest.mark.slow
-def test_ctrl_c_of_experiment_run_says_once_what_was_recorded(tmp_path: Path) -> None:
+def test_ctrl_c_of_experiment_run_says_once_what_was_recorded(
+    tmp_path: Path, from_a_terminal: Callable[[list[str]], subprocess.Popen[str]]
+) -> None:
     path = _plan(tmp_path, "sh -c 'touch {logs_dir}/started; sleep 60'")
     freeze(load_plan(path))
     ledger = tmp_path / "ledger"
@@ -150,7 +152,7 @@ def test_ctrl_c_of_experiment_run_says_once_what_was_recorded(tmp_path: Path) ->
         "--ledger",
         str(ledger),
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = from_a_terminal(cmd)
     deadline = time.monotonic() + 60
     while not list(ledger.glob("work/*/logs/started")) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -134,7 +134,9 @@ def test_calls_route_to_their_providers_upstream(tmp_path: Path) -> None:
             status, _, _ = post(s.url, PATHS[api], body(api, False))
             assert status == 200
     assert len(anthropic.served) == 1 and len(openai.served) == 2
-    assert [c.api for c in s.calls] == ["anthropic", "responses", "chat"]
+    # one call after the other, yet CI once recorded the third before the second (the
+    # client has its answer before the record is appended): which calls, not their order
+    assert sorted(c.api for c in s.calls) == ["anthropic", "chat", "responses"]
 
 
 class _SlowHello(Script):

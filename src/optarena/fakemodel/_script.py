@@ -235,7 +235,10 @@ class OptimizeScript(Script):
         if not written:
             return Reply("write", USAGE["write"], tool=tk.write(self.old, self.new))
         if self.after_write == "hang":
-            return Reply("hang", USAGE["hang"], tool=tk.run(f"sleep 600 # {HANG_MARKER}"))
+            # `: marker` after the sleep keeps the shell alive with the marker in its command
+            # line (a shell runs a lone last command by exec: `sleep 600 # marker` left a bare
+            # `sleep 600` that no leftover check could tell from any other)
+            return Reply("hang", USAGE["hang"], tool=tk.run(f"sleep 600; : {HANG_MARKER}"))
         if not any(CHECK_MARKER in c.text() and conv.result_of(c) for c in conv.calls):
             code = _CHECK_CODE.format(f=self.target, m=CHECK_MARKER)
             return Reply("check", USAGE["check"], tool=tk.run(f'python3 -c "{code}"'))
