@@ -6,13 +6,16 @@ off, an upstream that fails, and an agent killed by the trial timeout."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
-from optarena.fakemodel import HANG_MARKER, FakeModelServer, make_script
+from optarena.fakemodel import FakeModelServer, make_script
 from optarena.ledger import Ledger
+from optarena.processes import is_zombie
 from optarena.records import AgentLimits, CallRecord, TrialRecord
 from optarena.tasks import resolve_task
 from optarena.trials import TrialConfig, run_trial
@@ -145,26 +148,46 @@ def test_upstream_errors_fail_the_agent_and_are_recorded(
     assert record.state == "complete" and record.verdict is not None
 
 
-def _hanging() -> list[int]:
-    """Processes still running the scripted agent's blocking command."""
+def _of_trial(record: TrialRecord) -> list[int]:
+    """The live processes of this trial's agent: those whose environment or command line
+    names one of its writable directories (its workspace, its config home: every process
+    the agent starts inherits HOME). Found by what is the trial's own, not by the scripted
+    hang's marker, which a stray agent of an earlier test could carry as well."""
+    sandbox = record.agent_sandbox or {}
+    mine = [w.encode() for w in sandbox.get("writable", [record.workspace])]
     out = []
     for proc in Path("/proc").iterdir():
-        try:
-            if HANG_MARKER.encode() in (proc / "cmdline").read_bytes():
-                out.append(int(proc.name))
-        except (OSError, ValueError):
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
+        try:
+            seen = (proc / "environ").read_bytes() + (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if any(m in seen for m in mine) and not is_zombie(int(proc.name)):
+            out.append(int(proc.name))
     return out
 
 
-# One worker for both agents: each looks for the scripted hang by its marker, host-wide, and
-# saw the other agent's hang (running at once on the other xdist worker) as its own leftover.
-@pytest.mark.xdist_group("hang-marker")
+def _describe(pid: int) -> str:
+    """A leftover's command, state, parent, uid, signals, cgroups and where it sleeps: which
+    of the sandbox's kills should have reached it, and whether it could act on them."""
+    proc = Path("/proc") / str(pid)
+    try:
+        status = (proc / "status").read_text().splitlines()
+        groups = (proc / "cgroup").read_text().split()
+        cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        wchan = (proc / "wchan").read_text()
+    except OSError as e:
+        return f"gone ({e.strerror})"
+    keep = ("State:", "PPid:", "Uid:", "NSpid:", "SigPnd:", "ShdPnd:", "SigBlk:")
+    lines = [cmd[:200], *(ln for ln in status if ln.startswith(keep)), f"wchan {wchan}"]
+    return "; ".join([*lines, *groups])
+
+
 @pytest.mark.parametrize("agent", AGENTS)
 def test_trial_timeout_kills_the_agent_tree(
     agent: str, agent_bins: dict[str, str], ledger: Ledger
 ) -> None:
-    before = set(_hanging())
     with FakeModelServer(make_script("hang")) as fake:
         record = trial(agent, agent_bins, fake, ledger, wall_s=10.0)
     rules = [s.rule for s in fake.served]
@@ -172,7 +195,13 @@ def test_trial_timeout_kills_the_agent_tree(
     # seeing no result yet, asks to wait again
     assert rules[:3] == ["read", "write", "hang"] and set(rules[3:]) <= {"hang"}
     assert record.agent_status == "timeout", record.agent_detail
-    assert set(_hanging()) - before == set(), "the agent's blocking command outlived the trial"
+    left = _of_trial(record)
+    described = {pid: _describe(pid) for pid in left}  # read before the kill below
+    for pid in left:  # a failure here must not leave a ten-minute sleep behind
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"the agent's processes outlived the trial: {described}"
+    assert record.agent_sandbox is not None and record.agent_sandbox["survivors"] == []
     assert record.verdict == "accepted"  # written before the hang, judged after the kill
     assert record.agent_wall_s is not None and record.agent_wall_s < 40
     assert os.path.exists(record.workspace)

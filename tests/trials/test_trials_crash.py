@@ -218,7 +218,10 @@ def test_kill_9_leaves_running_until_the_next_run_recovers_it_and_its_leftovers(
     found = _start_times(agent_pid, daemon_pid)
     try:
         proc.kill()
-        proc.wait(timeout=30)
+        # Not reaped yet: a zombie keeps its pid and start time, so to every sweep (another
+        # xdist worker's reconcile included) its leftovers still have a live owner, and stay
+        # for this test to see. Reaped just before this test's own reconcile.
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
         assert _wait_dead(agent_pid)  # its parent-death signal
         sockets = [p for b in socket_bases() for p in b.glob(f"optarena-agent-{proc.pid}-*")]
         assert len(sockets) == 1 and list(sockets[0].glob("*.sock"))  # the bridge's, left
@@ -227,6 +230,7 @@ def test_kill_9_leaves_running_until_the_next_run_recovers_it_and_its_leftovers(
             assert record.state == "running"  # the start record, untouched: not half-written
             assert record.verdict is None and record.artifacts == {}
             assert sockets[0].exists()
+            proc.wait(timeout=30)
             assert raw.reconcile() == [record.id]  # what `run` does first
             (record,) = raw.trials()
             assert record.state == "interrupted"

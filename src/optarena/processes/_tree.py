@@ -202,9 +202,24 @@ def continue_all(pids: Iterable[int]) -> None:
     signal_all(pids, signal.SIGCONT)
 
 
+def _wait_stopped(pids: Iterable[int], timeout_s: float) -> None:
+    """Wait (briefly) until every thread of each of `pids` is stopped or dead: SIGSTOP takes
+    effect when its target next runs, and until then it may still fork."""
+    pending = set(pids)
+    deadline = time.monotonic() + timeout_s
+    delay = 1e-5
+    while pending and time.monotonic() < deadline:
+        pending = {p for p in pending if not _threads_stopped(p)}
+        if pending:
+            time.sleep(delay)
+            delay = min(2 * delay, 1e-3)
+
+
 def stop_then_kill(collect: Callable[[], set[int]], rounds: int = 50) -> int:
     """SIGSTOP what `collect` finds until it finds nothing new, then SIGKILL all of it.
 
+    Each round waits for its stops to take effect before looking again: a process signalled
+    but not yet stopped can still fork, and a child born after the last look would be missed.
     Returns how many processes were killed. `collect` must not include the caller.
     """
     seen: set[int] = set()
@@ -213,10 +228,27 @@ def stop_then_kill(collect: Callable[[], set[int]], rounds: int = 50) -> int:
         if not new:
             break
         signal_all(new, signal.SIGSTOP)
+        _wait_stopped(new, 0.5)
         seen |= new
     signal_all(seen, signal.SIGKILL)
     wait_dead(seen)  # a stopped process receiving SIGKILL dies at once
     return len(seen)
+
+
+def describe(pid: int) -> str:
+    """One process in a line, for a note that it outlived its kill: command, state, where it
+    sleeps in the kernel (a `D` state in a driver explains a survivor; nothing else does)."""
+    base = f"{PROC}/{pid}"
+    try:
+        with open(f"{base}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        with open(f"{base}/wchan") as f:
+            wchan = f.read().strip() or "-"
+    except OSError:
+        return f"{pid}: gone"
+    info = stat_of(pid)
+    state = info.state if info is not None else "?"
+    return f"{pid} (state {state}, wchan {wchan}): {cmd[:160]}"
 
 
 def wait_dead(pids: Iterable[int], timeout_s: float = 2.0) -> None:

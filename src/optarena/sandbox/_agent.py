@@ -50,12 +50,7 @@ from typing import IO, Any
 
 from optarena.errors import OptarenaError
 from optarena.files import lchown_tree
-from optarena.processes import (
-    kill_tree,
-    namespace_of,
-    signal_all,
-    stop_then_kill,
-)
+from optarena.processes import kill_tree, namespace_of, signal_all, stop_then_kill
 from optarena.sandbox import _linux
 from optarena.sandbox._agent_child import AgentChildPlan, agent_child_setup, under_any
 from optarena.sandbox._agent_net import UnixBridge
@@ -66,7 +61,7 @@ from optarena.sandbox._probe import Capabilities
 from optarena.sandbox._process import ResourceLimits, spawn
 from optarena.sandbox._root import RootPlan
 from optarena.sandbox._sandbox import _fd_ceiling, interpreter_paths, probe
-from optarena.sandbox._steps import IsolationSteps, members
+from optarena.sandbox._steps import IsolationSteps, alive_members, kill_until_gone, members
 from optarena.sandbox._uids import UidLease, lease_uid
 
 RELAY = str(Path(__file__).with_name("_agent_relay.py"))
@@ -149,6 +144,8 @@ class AgentSandbox:
         self._nproc: int | None = None
         self._given: list[Path] = []  # directories chowned to the agent's uid, to take back
         self.shown: list[str] = []  # what its private root binds (empty: none was built)
+        self.pid_namespace: str | None = None  # the agent's own, when it has one
+        self.survivors: list[str] = []  # processes that outlived `close()`, described
 
     @property
     def measures(self) -> dict[str, str]:
@@ -386,6 +383,8 @@ class AgentSandbox:
             for fd in (r, w, sr, sw):
                 if fd >= 0:
                     os.close(fd)
+        if plan.unshare_flags & _linux.CLONE_NEWPID:  # the holder's children live in it
+            self.pid_namespace = namespace_of(self.proc.pid, "pid_for_children")
         if plan.unshare_flags & _linux.CLONE_NEWUSER:
             ns = namespace_of(self.proc.pid, "user")
             mine = namespace_of(os.getpid(), "user")
@@ -420,9 +419,26 @@ class AgentSandbox:
                     me = os.getpid()
                     stop_then_kill(lambda: self.members() - {me})
                 kill_tree(self.proc)
+                self._verify_ended()
         finally:
             self._release()
             self.timing.teardown_ms = round((time.monotonic() - t0) * 1000, 2)
+
+    def _verify_ended(self) -> None:
+        """Look again in every list that names the agent's processes and kill what still
+        lives: each kill above trusts one list, this trusts none. What survives is named in
+        the report (`survivors`, and a note), never released silently."""
+        namespaces = [self.namespace] if self.namespace is not None else []
+        if self.pid_namespace not in (None, namespace_of(os.getpid(), "pid")):
+            namespaces.append(("pid", str(self.pid_namespace)))
+        self.survivors = kill_until_gone(
+            lambda: alive_members(self.cgroup, self.lease, namespaces) - {os.getpid()}
+        )
+        if self.survivors:
+            self.notes.append(
+                f"cleanup: {len(self.survivors)} process(es) outlived every kill: "
+                + "; ".join(self.survivors)
+            )
 
     def _release(self) -> None:
         agent_uid = self.lease.uid if self.lease is not None else None
@@ -433,7 +449,8 @@ class AgentSandbox:
         if self.sockets is not None:
             remove_socket_dir(self.sockets)
         if self.cgroup is not None:
-            self.cgroup.remove()
+            if not self.cgroup.remove():
+                self.notes.append(f"cleanup: the cgroup {self.cgroup.path} could not be removed")
             self.cgroup = None
         if self.lease is not None:
             self.lease.release()
@@ -467,4 +484,5 @@ class AgentSandbox:
             "teardown_ms": self.timing.teardown_ms,
             "notes": list(self.notes),
             "bridge_refused": self.bridge_refused,
+            "survivors": list(self.survivors),
         }

@@ -200,10 +200,19 @@ def _write(path: Path, text: str) -> None:
 
 
 def _procs(directory: Path) -> set[int]:
+    found = _read_procs(directory)
+    return found if found is not None else set()
+
+
+def _read_procs(directory: Path) -> set[int] | None:
+    """The cgroup's processes; empty once it is gone; None when it could not be read (an
+    error is not an empty cgroup: a kill loop that took it for one would stop early)."""
     try:
         return {int(p) for p in (directory / "cgroup.procs").read_text().split()}
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return set()
+    except (OSError, ValueError):
+        return None
 
 
 def _thaw_dir(directory: Path) -> None:
@@ -225,8 +234,9 @@ def _kill_members(dirs: list[Path], rounds: int = 200) -> int:
                 _write(d / "cgroup.kill", "1")
     killed: set[int] = set()
     for _ in range(rounds):
-        members = set().union(*(_procs(d) for d in dirs))
-        if not members:
+        read = [_read_procs(d) for d in dirs]
+        members = set().union(*(r for r in read if r is not None))
+        if not members and None not in read:
             break
         for pid in members:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -477,8 +487,11 @@ class PidsCgroup:
     def kill_all(self) -> int:
         return _kill_members([self.path])
 
-    def remove(self) -> None:
+    def remove(self) -> bool:
+        """End every member and delete the directory; True once it is gone (a member no
+        kill could end keeps it)."""
         _empty_and_remove([self.path])
+        return not self.path.exists()
 
 
 def attach_self(procs_files: str | Iterable[str]) -> None:

@@ -12,10 +12,18 @@ cleanup (`processes`, `cleanup`) are the same rules for both.
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from optarena.processes import descendants, is_zombie, pids_in_namespace
+from optarena.processes import (
+    descendants,
+    describe,
+    is_zombie,
+    pids_in_namespace,
+    stop_then_kill,
+    wait_dead,
+)
 
 T = TypeVar("T")
 
@@ -102,3 +110,28 @@ def members(
     if namespace is not None:
         found |= pids_in_namespace(*namespace)
     return {p for p in found if not is_zombie(p)} if live else found
+
+
+def alive_members(
+    cgroup: _Members | None, lease: _UidMembers | None, namespaces: list[tuple[str, str]]
+) -> set[int]:
+    """Every live process that any of a sandbox's lists still names: its cgroup, its uid, its
+    namespaces (each complete on its own; together, what one kill path missed another finds)."""
+    found: set[int] = set()
+    if cgroup is not None:
+        found |= cgroup.procs()
+    if lease is not None:
+        found |= lease.processes()
+    for kind, ns in namespaces:
+        found |= pids_in_namespace(kind, ns)
+    return {p for p in found if not is_zombie(p)}
+
+
+def kill_until_gone(collect: Callable[[], set[int]], timeout_s: float = 5.0) -> list[str]:
+    """Stop and kill what `collect` finds until it finds nothing or `timeout_s` passes; the
+    survivors, described (`describe`): empty when everything ended."""
+    deadline = time.monotonic() + timeout_s
+    while (left := collect()) and time.monotonic() < deadline:
+        stop_then_kill(collect)
+        wait_dead(left, 0.2)
+    return sorted(describe(pid) for pid in collect())
