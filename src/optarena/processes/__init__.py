@@ -5,6 +5,7 @@ included. Imports nothing of optarena: every package may use it (isolation itsel
 `optarena.sandbox`)."""
 
 from optarena.processes._tree import (
+    HeldNamespace,
     ProcInfo,
     all_pids,
     children_of,
@@ -29,6 +30,7 @@ from optarena.processes._tree import (
 )
 
 __all__ = [
+    "HeldNamespace",
     "ProcInfo",
     "all_pids",
     "children_of",

@@ -135,6 +135,35 @@ def namespace_of(pid: int, kind: str) -> str | None:
         return None
 
 
+class HeldNamespace:
+    """A namespace of another process, kept from ending by an open descriptor of it.
+
+    A namespace's id (`pid:[inode]`) names it only while it exists: once it ends, the kernel
+    gives its inode number to the next namespace made, and every process of that one (another
+    sandbox's, on a busy machine within milliseconds) would pass for a member of ours. Held,
+    it cannot end, so its id names it alone until `close()`."""
+
+    def __init__(self, pid: int, kind: str) -> None:
+        """Raises OSError when `pid` has no such namespace to read (gone, or a zombie)."""
+        self.kind = kind.removesuffix("_for_children")  # what processes' own links say
+        self._fd = os.open(f"{PROC}/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
+        self.id = f"{self.kind}:[{os.fstat(self._fd).st_ino}]"
+
+    def is_mine(self) -> bool:
+        """Whether it is the namespace this process is in (then nothing sets its members
+        apart)."""
+        return namespace_of(os.getpid(), self.kind) == self.id
+
+    def pids(self) -> set[int]:
+        """Its processes now (none once closed: the id may name another namespace then)."""
+        return pids_in_namespace(self.kind, self.id) if self._fd >= 0 else set()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
 def pids_in_namespace(kind: str, ns: str) -> set[int]:
     """Every process in namespace `ns`: unlike parent links, membership survives reparenting
     and cannot be left without privileges the sandboxed processes do not have."""
@@ -248,7 +277,9 @@ def describe(pid: int) -> str:
         return f"{pid}: gone"
     info = stat_of(pid)
     state = info.state if info is not None else "?"
-    return f"{pid} (state {state}, wchan {wchan}): {cmd[:160]}"
+    # the command line is the process's to write: no escape sequence reaches a terminal
+    shown = "".join(c if c.isprintable() else "?" for c in cmd[:160])
+    return f"{pid} (state {state}, wchan {wchan}): {shown}"
 
 
 def wait_dead(pids: Iterable[int], timeout_s: float = 2.0) -> None:

@@ -26,6 +26,7 @@ METRICS_SCHEMA_VERSION = 4
 EXTERNAL_METRICS_VERSION = 2  # 2: the OS check (os_check), the low scale's runs
 
 StopReason = Literal["decided", "precise", "budget", "max_pairs", "deadline", "discarded"]
+BenchmarkStopReason = Literal["decided", "budget", "max_rounds"]  # an external benchmark's rounds
 Clock = Literal["cpu", "wall"]
 VerdictName = Literal["improved", "regressed", "no_difference", "inconclusive"]
 
@@ -271,7 +272,7 @@ class OsCheck(_Model):
 
 
 class BenchmarkStop(_Model):
-    reason: Literal["decided", "budget", "max_rounds"]
+    reason: BenchmarkStopReason
     rounds: int
     budget_s: float
     os_second_look: bool = Field(

@@ -50,7 +50,7 @@ from typing import IO, Any
 
 from optarena.errors import OptarenaError
 from optarena.files import lchown_tree
-from optarena.processes import kill_tree, namespace_of, signal_all, stop_then_kill
+from optarena.processes import HeldNamespace, kill_tree, signal_all, stop_then_kill
 from optarena.sandbox import _linux
 from optarena.sandbox._agent_child import AgentChildPlan, agent_child_setup, under_any
 from optarena.sandbox._agent_net import UnixBridge
@@ -65,6 +65,21 @@ from optarena.sandbox._steps import IsolationSteps, alive_members, kill_until_go
 from optarena.sandbox._uids import UidLease, lease_uid
 
 RELAY = str(Path(__file__).with_name("_agent_relay.py"))
+
+
+def _held(pid: int, kind: str) -> HeldNamespace | None:
+    """`pid`'s namespace `kind`, held, where it is not ours (None: ours, or unreadable: the
+    agent ended at once, and the cgroup or the uid still list what it left)."""
+    try:
+        ns = HeldNamespace(pid, kind)
+    except OSError:
+        return None
+    if ns.is_mine():
+        ns.close()
+        return None
+    return ns
+
+
 OPTARENA_PACKAGE = str(Path(__file__).resolve().parents[1])
 HIDDEN_ALWAYS = ("/run",)  # host daemons' Unix sockets, the uid leases' locks
 
@@ -138,13 +153,13 @@ class AgentSandbox:
         self.cgroup: PidsCgroup | None = None
         self.bridges: list[UnixBridge] = []
         self.bridge_refused = 0  # connections the bridges closed over their limit
-        self.namespace: tuple[str, str] | None = None
+        self.namespace: HeldNamespace | None = None  # its user namespace (without root)
         self.steps = IsolationSteps()
         self.timing = _Timing()
         self._nproc: int | None = None
         self._given: list[Path] = []  # directories chowned to the agent's uid, to take back
         self.shown: list[str] = []  # what its private root binds (empty: none was built)
-        self.pid_namespace: str | None = None  # the agent's own, when it has one
+        self.pid_namespace: HeldNamespace | None = None  # the agent's own, when it has one
         self.survivors: list[str] = []  # processes that outlived `close()`, described
 
     @property
@@ -384,11 +399,9 @@ class AgentSandbox:
                 if fd >= 0:
                     os.close(fd)
         if plan.unshare_flags & _linux.CLONE_NEWPID:  # the holder's children live in it
-            self.pid_namespace = namespace_of(self.proc.pid, "pid_for_children")
+            self.pid_namespace = _held(self.proc.pid, "pid_for_children")
         if plan.unshare_flags & _linux.CLONE_NEWUSER:
-            ns = namespace_of(self.proc.pid, "user")
-            mine = namespace_of(os.getpid(), "user")
-            self.namespace = ("user", ns) if ns and ns != mine else None
+            self.namespace = _held(self.proc.pid, "user")
         self.timing.setup_ms = round((time.monotonic() - t0) * 1000, 2)
         return self.proc
 
@@ -428,9 +441,7 @@ class AgentSandbox:
         """Look again in every list that names the agent's processes and kill what still
         lives: each kill above trusts one list, this trusts none. What survives is named in
         the report (`survivors`, and a note), never released silently."""
-        namespaces = [self.namespace] if self.namespace is not None else []
-        if self.pid_namespace not in (None, namespace_of(os.getpid(), "pid")):
-            namespaces.append(("pid", str(self.pid_namespace)))
+        namespaces = [ns for ns in (self.namespace, self.pid_namespace) if ns is not None]
         self.survivors = kill_until_gone(
             lambda: alive_members(self.cgroup, self.lease, namespaces) - {os.getpid()}
         )
@@ -455,6 +466,9 @@ class AgentSandbox:
         if self.lease is not None:
             self.lease.release()
             self.lease = None
+        for ns in (self.namespace, self.pid_namespace):  # after the last look at members
+            if ns is not None:
+                ns.close()
         for path in self._given:  # what the agent's uid owns: not a file it hard-linked
             with contextlib.suppress(FileNotFoundError):
                 lchown_tree(path, os.getuid(), os.getgid(), owner=agent_uid)

@@ -41,11 +41,11 @@ from typing import IO, Any
 
 from optarena.files import lchown_tree
 from optarena.processes import (
+    HeldNamespace,
     children_of,
     continue_all,
     is_zombie,
     kill_tree,
-    namespace_of,
     signal_all,
     stop_all,
     stop_then_kill,
@@ -149,7 +149,7 @@ class Sandbox:
         self.cgroup: WorkerCgroups | None = None
         self.steps = IsolationSteps()
         self.userns = False
-        self.namespace: tuple[str, str] | None = None  # (kind, id) shared by all its processes
+        self.namespace: HeldNamespace | None = None  # one all its processes share, held
         self._helpers: set[int] = set()  # holder and init of the PID namespace (ours, not its)
         self._worker: int | None = None
         self._contained = False  # nothing it writes can outlive it (see `_sweep`)
@@ -400,8 +400,11 @@ class Sandbox:
         )
         probe_pid = self._worker or holder
         if kind is not None:
-            ns = namespace_of(probe_pid, kind)
-            self.namespace = (kind, ns) if ns and ns != namespace_of(os.getpid(), kind) else None
+            with contextlib.suppress(OSError):  # gone at once: the tree by parent links
+                self.namespace = HeldNamespace(probe_pid, kind)
+            if self.namespace is not None and self.namespace.is_mine():
+                self.namespace.close()
+                self.namespace = None
 
     # -- between calls ----------------------------------------------------------------------
 
@@ -518,6 +521,8 @@ class Sandbox:
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
+        if self.namespace is not None:  # after the last look at members (`close`)
+            self.namespace.close()
         if self.lease is not None:
             self.lease.kill_all()
             if self.policy.sweep:

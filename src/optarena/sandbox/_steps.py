@@ -17,10 +17,10 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from optarena.processes import (
+    HeldNamespace,
     descendants,
     describe,
     is_zombie,
-    pids_in_namespace,
     stop_then_kill,
     wait_dead,
 )
@@ -93,7 +93,7 @@ def members(
     proc: subprocess.Popen[bytes] | None,
     cgroup: _Members | None,
     lease: _UidMembers | None,
-    namespace: tuple[str, str] | None,
+    namespace: HeldNamespace | None,
     *,
     live: bool = False,
 ) -> set[int]:
@@ -108,12 +108,12 @@ def members(
         return lease.processes()
     found = {proc.pid, *descendants([proc.pid])}
     if namespace is not None:
-        found |= pids_in_namespace(*namespace)
+        found |= namespace.pids()
     return {p for p in found if not is_zombie(p)} if live else found
 
 
 def alive_members(
-    cgroup: _Members | None, lease: _UidMembers | None, namespaces: list[tuple[str, str]]
+    cgroup: _Members | None, lease: _UidMembers | None, namespaces: list[HeldNamespace]
 ) -> set[int]:
     """Every live process that any of a sandbox's lists still names: its cgroup, its uid, its
     namespaces (each complete on its own; together, what one kill path missed another finds)."""
@@ -122,8 +122,8 @@ def alive_members(
         found |= cgroup.procs()
     if lease is not None:
         found |= lease.processes()
-    for kind, ns in namespaces:
-        found |= pids_in_namespace(kind, ns)
+    for ns in namespaces:
+        found |= ns.pids()
     return {p for p in found if not is_zombie(p)}
 
 

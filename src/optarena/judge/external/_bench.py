@@ -25,7 +25,14 @@ from optarena.judge.external._crosscheck import os_check
 from optarena.judge.external._ctx import BrokenTaskError, Ctx, Rejected
 from optarena.judge.external._run import CommandRun, read_metric
 from optarena.judge.speed import Estimate, decided, estimate, summarize
-from optarena.records import BenchmarkRound, BenchmarkStop, ExternalMetrics, ScaleRuns, evolve
+from optarena.records import (
+    BenchmarkRound,
+    BenchmarkStop,
+    BenchmarkStopReason,
+    ExternalMetrics,
+    ScaleRuns,
+    evolve,
+)
 from optarena.tasks.external import ExternalMeasurement
 
 Arm = Literal["baseline", "candidate"]
@@ -92,13 +99,10 @@ def _metric(rounds: list[BenchmarkRound], m: ExternalMeasurement, seed: int) -> 
     return estimate([r.log_ratio for r in rounds], 0.95, seed, min_n=m.min_rounds)
 
 
-_Stop = Literal["decided", "budget", "max_rounds"]
-
-
 def _more_rounds(
     ctx: Ctx, trees: dict[str, Path], rounds: list[BenchmarkRound], orders: tuple[Order, Order],
     t0: float, seed: int, until_decided: bool,
-) -> _Stop:  # fmt: skip
+) -> BenchmarkStopReason:  # fmt: skip
     """Rounds appended to `rounds` until the metric decides (where `until_decided`), the budget
     or `max_rounds`; the orders alternate from the first round's."""
     m = ctx.frozen.spec.measurement
