@@ -5,6 +5,7 @@ reach only the processes of a snapshot that are still the same ones."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -146,6 +147,14 @@ def test_a_survivor_is_described_without_the_escapes_its_command_line_carries() 
     assert describe(proc.pid) == f"{proc.pid}: gone"
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
 def _running(marker: str) -> list[int]:
     out = []
     for pid, _info in process_table().items():
@@ -234,3 +243,80 @@ def test_a_held_namespace_keeps_its_id_from_the_next_namespace_made() -> None:
     finally:
         held.close()
     assert held.pids() == set()  # closed: its id no longer names anything of ours
+
+
+def test_a_process_whose_first_thread_ended_is_alive_while_another_runs() -> None:
+    """The leader's `stat` reads `Z` once the main thread exits; the process lives on in its
+    other threads, and a cleanup that took it for dead would neither kill nor name it."""
+    code = (
+        "import ctypes, threading, time\n"
+        "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+        "print('ready', flush=True)\n"
+        "ctypes.CDLL(None).syscall(60, 0)\n"  # SYS_exit: this thread only
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        deadline = time.monotonic() + 10
+        while (info := stat_of(proc.pid)) is not None and info.state != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert not is_zombie(proc.pid)  # its second thread still runs
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_stop_then_kill_keeps_to_its_deadline_against_a_tree_that_never_settles() -> None:
+    """Each look finds new processes (as a tree whose stops are swallowed by its tracers
+    would): the rounds end at the deadline, and everything seen is killed."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def collect() -> set[int]:
+        started.append(subprocess.Popen(["sleep", "60"]))
+        return {p.pid for p in started}
+
+    t0 = time.monotonic()
+    try:
+        killed = stop_then_kill(collect, timeout_s=0.5)
+        assert time.monotonic() - t0 < 0.5 + 2.5  # the deadline, and the deaths' wait
+        assert killed == len(started) and all(p.wait(timeout=5) < 0 for p in started)
+    finally:
+        for p in started:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="no unshare(1)")
+@pytest.mark.parametrize("kind", ["user", "pid"])
+def test_a_held_namespace_counts_the_processes_of_namespaces_made_inside_it(kind: str) -> None:
+    """A user or PID namespace needs no privilege to make inside one's own: a process there
+    has an id of its own, and membership by id alone let it leave every list of a sandbox
+    without root. Its parent chain still leads to the held one."""
+    flags = "-Ur" if kind == "user" else "-Urpf"
+    marker = f"{kind}-nested-{os.getpid()}"
+    inner = f"unshare {flags} sh -c 'sleep 60; : {marker}'; :"  # `; :`: no exec, two shells
+    proc = subprocess.Popen(["unshare", flags, "sh", "-c", inner], start_new_session=True)
+    try:
+
+        def innermost() -> list[int]:
+            return [p for p in _running(marker) if _cmdline(p).startswith(b"sh\0-c\0sleep")]
+
+        deadline = time.monotonic() + 10
+        while not (found := innermost()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not found:
+            pytest.skip(f"no nested {kind} namespace here")
+        (nested,) = found
+        outer = HeldNamespace(proc.pid, kind if kind == "user" else "pid_for_children")
+        try:
+            assert namespace_of(nested, kind) != outer.id  # an id of its own...
+            assert nested in outer.pids()  # ... and a member all the same
+            assert os.getpid() not in outer.pids()
+        finally:
+            outer.close()
+    finally:
+        kill_tree(proc)
+        signal_same({p: start_ticks(p) or 0 for p in _running(marker)}, signal.SIGKILL)

@@ -301,9 +301,9 @@ def _remove_kept_cgroups() -> None:
 def test_what_every_kill_of_close_missed_is_found_and_killed_before_release(
     dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each kill of `close()` trusts one list of the agent's processes (the cgroup's, the
-    uid's, the tree's); should all of them miss (a leak once seen in CI, not understood), the
-    look that follows asks every list again and kills what it finds."""
+    """Each kill of `close()` trusts one thing (the PID namespace's init, the cgroup's list,
+    the uid's, the tree's); should all of them miss (a leak once seen in CI, not
+    understood), the look that follows asks every list again and kills what it finds."""
     sb, pids = _start_daemons(dirs)
     # private: the sandbox's kill steps, disabled to stand for kills that missed
     from optarena.sandbox import _agent, _cgroup, _uids
@@ -312,11 +312,38 @@ def test_what_every_kill_of_close_missed_is_found_and_killed_before_release(
     monkeypatch.setattr(_cgroup, "_empty_and_remove", _no_kill)  # the removal kills too
     monkeypatch.setattr(_uids.UidLease, "kill_all", _no_kill)
     monkeypatch.setattr(_agent, "kill_tree", _no_kill)
+    monkeypatch.setattr(_agent, "end_pid_namespace", _no_kill)
     try:
         sb.close()
         assert all(is_zombie(p) for p in pids)
         assert sb.report()["survivors"] == []
         assert not [n for n in sb.notes if "outlived" in n]
+    finally:
+        monkeypatch.undo()
+        _remove_kept_cgroups()
+
+
+@needs_cgroup
+@pytest.mark.skipif(CAPS.pidns is not None, reason=f"no PID namespace: {CAPS.pidns}")
+def test_the_pid_namespaces_init_killed_alone_ends_the_whole_tree(
+    dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first kill of `close()` is the PID namespace's init (through a pidfd): the kernel
+    then ends every process inside, a detached daemon included, with no list of pids to race
+    past (a traced process need not stop). Every other kill is disabled here."""
+    sb, pids = _start_daemons(dirs)
+    # private: every other kill step, disabled
+    from optarena.sandbox import _agent, _cgroup, _steps, _uids
+
+    monkeypatch.setattr(_cgroup.PidsCgroup, "kill_all", _no_kill)
+    monkeypatch.setattr(_cgroup, "_empty_and_remove", _no_kill)
+    monkeypatch.setattr(_uids.UidLease, "kill_all", _no_kill)
+    monkeypatch.setattr(_agent, "kill_tree", _no_kill)
+    monkeypatch.setattr(_steps, "stop_then_kill", _no_kill)
+    try:
+        sb.close()
+        assert sb.report()["survivors"] == []
+        assert all(is_zombie(p) for p in pids)
     finally:
         monkeypatch.undo()
         _remove_kept_cgroups()
@@ -336,6 +363,7 @@ def test_what_outlives_every_kill_is_named_in_the_report(
     monkeypatch.setattr(_cgroup, "_empty_and_remove", _no_kill)
     monkeypatch.setattr(_uids.UidLease, "kill_all", _no_kill)
     monkeypatch.setattr(_agent, "kill_tree", _no_kill)
+    monkeypatch.setattr(_agent, "end_pid_namespace", _no_kill)
     monkeypatch.setattr(_steps, "stop_then_kill", _no_kill)
     try:
         sb.close()

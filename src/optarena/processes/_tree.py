@@ -17,6 +17,7 @@ process cannot fork), then kill.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -135,6 +136,10 @@ def namespace_of(pid: int, kind: str) -> str | None:
         return None
 
 
+_NS_GET_PARENT = 0xB702  # ioctl_ns(2): _IO(0xb7, 0x2)
+_NS_DEPTH = 33  # user and PID namespaces nest at most 32 deep
+
+
 class HeldNamespace:
     """A namespace of another process, kept from ending by an open descriptor of it.
 
@@ -147,7 +152,9 @@ class HeldNamespace:
         """Raises OSError when `pid` has no such namespace to read (gone, or a zombie)."""
         self.kind = kind.removesuffix("_for_children")  # what processes' own links say
         self._fd = os.open(f"{PROC}/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
-        self.id = f"{self.kind}:[{os.fstat(self._fd).st_ino}]"
+        st = os.fstat(self._fd)
+        self._key = (st.st_dev, st.st_ino)
+        self.id = f"{self.kind}:[{st.st_ino}]"
 
     def is_mine(self) -> bool:
         """Whether it is the namespace this process is in (then nothing sets its members
@@ -155,8 +162,40 @@ class HeldNamespace:
         return namespace_of(os.getpid(), self.kind) == self.id
 
     def pids(self) -> set[int]:
-        """Its processes now (none once closed: the id may name another namespace then)."""
-        return pids_in_namespace(self.kind, self.id) if self._fd >= 0 else set()
+        """Its processes now, those of namespaces made inside it included (none once closed:
+        the id may name another namespace then)."""
+        if self._fd < 0:
+            return set()
+        mine = namespace_of(os.getpid(), self.kind)
+        return {pid for pid in all_pids() if self._holds(pid, mine)}
+
+    def _holds(self, pid: int, mine: str | None) -> bool:
+        """Whether `pid` is in this namespace or one nested in it, however deep: a user or
+        PID namespace needs no privilege to make, and a process in one made inside ours
+        has an id of its own (its parent chain, `NS_GET_PARENT`, still leads here)."""
+        link = namespace_of(pid, self.kind)
+        if link is None or link == mine:  # ours is no descendant of the one we hold
+            return False
+        if link == self.id:
+            return True
+        try:
+            fd = os.open(f"{PROC}/{pid}/ns/{self.kind}", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            for _ in range(_NS_DEPTH):
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) == self._key:
+                    return True
+                try:  # EPERM above the caller's own namespace: not one of ours
+                    parent = fcntl.ioctl(fd, _NS_GET_PARENT)
+                except OSError:
+                    return False
+                os.close(fd)
+                fd = parent
+            return False
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -171,9 +210,23 @@ def pids_in_namespace(kind: str, ns: str) -> set[int]:
 
 
 def is_zombie(pid: int) -> bool:
-    """Whether `pid` is a zombie, dead, or gone."""
+    """Whether `pid` is a zombie, dead, or gone: every thread of it, not only the leader,
+    whose `Z` says only that the first thread ended (a process can end its main thread and
+    run on in another)."""
     info = stat_of(pid)
-    return info is None or info.state in ("Z", "X")
+    if info is None:
+        return True
+    if info.state not in ("Z", "X"):
+        return False
+    try:
+        tids = os.listdir(f"{PROC}/{pid}/task")
+    except OSError:
+        return True
+    for tid in tids:
+        thread = stat_of(pid, tid)
+        if thread is not None and thread.state not in ("Z", "X"):
+            return False
+    return True
 
 
 def signal_all(pids: Iterable[int], sig: int) -> None:
@@ -231,11 +284,10 @@ def continue_all(pids: Iterable[int]) -> None:
     signal_all(pids, signal.SIGCONT)
 
 
-def _wait_stopped(pids: Iterable[int], timeout_s: float) -> None:
-    """Wait (briefly) until every thread of each of `pids` is stopped or dead: SIGSTOP takes
-    effect when its target next runs, and until then it may still fork."""
+def _wait_stopped(pids: Iterable[int], deadline: float) -> None:
+    """Wait until every thread of each of `pids` is stopped or dead, or `deadline`: SIGSTOP
+    takes effect when its target next runs, and until then it may still fork."""
     pending = set(pids)
-    deadline = time.monotonic() + timeout_s
     delay = 1e-5
     while pending and time.monotonic() < deadline:
         pending = {p for p in pending if not _threads_stopped(p)}
@@ -244,22 +296,32 @@ def _wait_stopped(pids: Iterable[int], timeout_s: float) -> None:
             delay = min(2 * delay, 1e-3)
 
 
-def stop_then_kill(collect: Callable[[], set[int]], rounds: int = 50) -> int:
-    """SIGSTOP what `collect` finds until it finds nothing new, then SIGKILL all of it.
+def stop_then_kill(collect: Callable[[], set[int]], timeout_s: float = 2.0) -> int:
+    """SIGSTOP what `collect` finds until it finds nothing new or `timeout_s` has passed, then
+    SIGKILL all of it. Returns how many processes were killed. `collect` must not include the
+    caller.
 
-    Each round waits for its stops to take effect before looking again: a process signalled
+    Each round waits (within the deadline) for its stops to take effect: a process signalled
     but not yet stopped can still fork, and a child born after the last look would be missed.
-    Returns how many processes were killed. `collect` must not include the caller.
+    The deadline bounds the whole, not each round: a traced process need never stop (its
+    tracer may swallow the SIGSTOP), and rounds of those must not hold the caller. A process
+    is known by its pid and start time, and signalled only while its pid still names it: one
+    that died meanwhile (killed by its own kind) may have left its pid to a stranger.
     """
-    seen: set[int] = set()
-    for _ in range(rounds):
-        new = collect() - seen
+    deadline = time.monotonic() + timeout_s
+    seen: dict[int, int] = {}
+    while time.monotonic() < deadline:
+        new = {}
+        for pid in collect():
+            start = start_ticks(pid)
+            if start is not None and seen.get(pid) != start:
+                new[pid] = start
         if not new:
             break
-        signal_all(new, signal.SIGSTOP)
-        _wait_stopped(new, 0.5)
-        seen |= new
-    signal_all(seen, signal.SIGKILL)
+        signal_same(new, signal.SIGSTOP)
+        seen.update(new)
+        _wait_stopped(new, min(deadline, time.monotonic() + 0.5))
+    signal_same(seen, signal.SIGKILL)
     wait_dead(seen)  # a stopped process receiving SIGKILL dies at once
     return len(seen)
 
@@ -277,8 +339,9 @@ def describe(pid: int) -> str:
         return f"{pid}: gone"
     info = stat_of(pid)
     state = info.state if info is not None else "?"
-    # the command line is the process's to write: no escape sequence reaches a terminal
-    shown = "".join(c if c.isprintable() else "?" for c in cmd[:160])
+    # the command line is the process's to write: quoted, so that it cannot pass for more
+    # entries of a list, and without what could drive a terminal
+    shown = repr("".join(c if c.isprintable() else "?" for c in cmd[:160]))
     return f"{pid} (state {state}, wchan {wchan}): {shown}"
 
 

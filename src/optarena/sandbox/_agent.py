@@ -56,6 +56,7 @@ from optarena.sandbox._agent_child import AgentChildPlan, agent_child_setup, und
 from optarena.sandbox._agent_net import UnixBridge
 from optarena.sandbox._agent_sweep import AgentCgroup, owned_name, remove_socket_dir, socket_bases
 from optarena.sandbox._cgroup import PidsCgroup
+from optarena.sandbox._child import end_pid_namespace
 from optarena.sandbox._mounts import SCRATCH_DIRS, Mask, blockers, plan_masks, private_root
 from optarena.sandbox._probe import Capabilities
 from optarena.sandbox._process import ResourceLimits, spawn
@@ -424,6 +425,8 @@ class AgentSandbox:
                     deadline = time.monotonic() + grace_s
                     while self.proc.poll() is None and time.monotonic() < deadline:
                         time.sleep(0.02)
+                if self.pid_namespace is not None:
+                    end_pid_namespace(self.proc)
                 if self.cgroup is not None:
                     self.cgroup.kill_all()
                 if self.lease is not None:

@@ -29,6 +29,7 @@ import struct
 import subprocess
 from dataclasses import dataclass, replace
 
+from optarena.processes import children_of, stat_of
 from optarena.sandbox import _linux, _seccomp
 from optarena.sandbox._cgroup import attach_self
 from optarena.sandbox._mounts import Mask, apply_masks, mount_proc, readonly_root
@@ -155,6 +156,29 @@ def _enter_pid_namespace(plan: ChildPlan) -> None:
             _init(worker, status_w)
     os.close(status_r)
     os.close(status_w)
+
+
+def end_pid_namespace(holder: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the init of the PID namespace whose holder is `holder`: the kernel then ends
+    every process in it and in the namespaces made inside it, which no list of pids can be
+    raced past (a traced process need not stop; a pid signalled late may be a stranger's).
+    The init is the holder's one child, signalled through a pidfd opened before checking
+    that; the holder, an unreaped child of ours, keeps its pid meanwhile."""
+    if holder.poll() is not None:
+        return  # ended, and init with it
+    for init in children_of(holder.pid):
+        try:
+            fd = os.pidfd_open(init)
+        except OSError:
+            continue
+        try:
+            info = stat_of(init)
+            if info is not None and info.ppid == holder.pid:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        except OSError:
+            pass  # ended meanwhile
+        finally:
+            os.close(fd)
 
 
 def child_setup(plan: ChildPlan) -> None:

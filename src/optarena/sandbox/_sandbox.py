@@ -53,7 +53,7 @@ from optarena.processes import (
 )
 from optarena.sandbox import _linux, _seccomp
 from optarena.sandbox._cgroup import FEATURES, WorkerCgroups
-from optarena.sandbox._child import ChildPlan, child_setup
+from optarena.sandbox._child import ChildPlan, child_setup, end_pid_namespace
 from optarena.sandbox._leftovers import (
     WRITABLE_ROOTS,
     remove_files_of,
@@ -399,6 +399,8 @@ class Sandbox:
             else None
         )
         probe_pid = self._worker or holder
+        if kind == "pid" and probe_pid == holder:
+            kind = "pid_for_children"  # the holder itself is in ours; its children are not
         if kind is not None:
             with contextlib.suppress(OSError):  # gone at once: the tree by parent links
                 self.namespace = HeldNamespace(probe_pid, kind)
@@ -542,6 +544,8 @@ class Sandbox:
         if self.proc is not None:
             with contextlib.suppress(OSError):
                 self.thaw()  # a task frozen by the v1 freezer does not act on SIGKILL
+            if self._helpers:  # a PID namespace: its init's death ends all of it at once
+                end_pid_namespace(self.proc)
             if self.cgroup is None and self.lease is None:
                 stop_then_kill(self.members)
             kill_tree(self.proc)

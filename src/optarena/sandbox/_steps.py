@@ -128,10 +128,11 @@ def alive_members(
 
 
 def kill_until_gone(collect: Callable[[], set[int]], timeout_s: float = 5.0) -> list[str]:
-    """Stop and kill what `collect` finds until it finds nothing or `timeout_s` passes; the
-    survivors, described (`describe`): empty when everything ended."""
+    """Stop and kill what `collect` finds until it finds nothing or `timeout_s` passes (with
+    at most 2 s more for the last kill's deaths); the survivors, described (`describe`):
+    empty when everything ended."""
     deadline = time.monotonic() + timeout_s
-    while (left := collect()) and time.monotonic() < deadline:
-        stop_then_kill(collect)
-        wait_dead(left, 0.2)
+    while (left := collect()) and (rest := deadline - time.monotonic()) > 0:
+        stop_then_kill(collect, timeout_s=min(2.0, rest))
+        wait_dead(left, min(0.2, rest))
     return sorted(describe(pid) for pid in collect())
