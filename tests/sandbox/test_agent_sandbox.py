@@ -289,6 +289,25 @@ def _no_kill(*_args: object, **_kwargs: object) -> int:
     return 0
 
 
+def _disable_kills(
+    monkeypatch: pytest.MonkeyPatch, *, pid_namespace: bool, last_look: bool
+) -> None:
+    """Turn `close()`'s kill steps into no-ops, to stand for kills that missed: the cgroup's
+    (its removal kills too), the uid's, the tree's, and where asked the PID namespace's init
+    and the last look's."""
+    # private: the sandbox's kill steps
+    from optarena.sandbox import _agent, _cgroup, _steps, _uids
+
+    monkeypatch.setattr(_cgroup.PidsCgroup, "kill_all", _no_kill)
+    monkeypatch.setattr(_cgroup, "_empty_and_remove", _no_kill)
+    monkeypatch.setattr(_uids.UidLease, "kill_all", _no_kill)
+    monkeypatch.setattr(_agent, "kill_tree", _no_kill)
+    if pid_namespace:
+        monkeypatch.setattr(_agent, "end_pid_namespace", _no_kill)
+    if last_look:
+        monkeypatch.setattr(_steps, "stop_then_kill", _no_kill)
+
+
 def _remove_kept_cgroups() -> None:
     """End and remove this process's agent cgroups that a disabled removal kept."""
     from optarena.sandbox import _cgroup  # private: its removal, called directly
@@ -305,14 +324,7 @@ def test_what_every_kill_of_close_missed_is_found_and_killed_before_release(
     the uid's, the tree's); should all of them miss (a leak once seen in CI, not
     understood), the look that follows asks every list again and kills what it finds."""
     sb, pids = _start_daemons(dirs)
-    # private: the sandbox's kill steps, disabled to stand for kills that missed
-    from optarena.sandbox import _agent, _cgroup, _uids
-
-    monkeypatch.setattr(_cgroup.PidsCgroup, "kill_all", _no_kill)
-    monkeypatch.setattr(_cgroup, "_empty_and_remove", _no_kill)  # the removal kills too
-    monkeypatch.setattr(_uids.UidLease, "kill_all", _no_kill)
-    monkeypatch.setattr(_agent, "kill_tree", _no_kill)
-    monkeypatch.setattr(_agent, "end_pid_namespace", _no_kill)
+    _disable_kills(monkeypatch, pid_namespace=True, last_look=False)
     try:
         sb.close()
         assert all(is_zombie(p) for p in pids)
@@ -332,14 +344,7 @@ def test_the_pid_namespaces_init_killed_alone_ends_the_whole_tree(
     then ends every process inside, a detached daemon included, with no list of pids to race
     past (a traced process need not stop). Every other kill is disabled here."""
     sb, pids = _start_daemons(dirs)
-    # private: every other kill step, disabled
-    from optarena.sandbox import _agent, _cgroup, _steps, _uids
-
-    monkeypatch.setattr(_cgroup.PidsCgroup, "kill_all", _no_kill)
-    monkeypatch.setattr(_cgroup, "_empty_and_remove", _no_kill)
-    monkeypatch.setattr(_uids.UidLease, "kill_all", _no_kill)
-    monkeypatch.setattr(_agent, "kill_tree", _no_kill)
-    monkeypatch.setattr(_steps, "stop_then_kill", _no_kill)
+    _disable_kills(monkeypatch, pid_namespace=False, last_look=True)
     try:
         sb.close()
         assert sb.report()["survivors"] == []
@@ -356,15 +361,7 @@ def test_what_outlives_every_kill_is_named_in_the_report(
     """The negative control: with the last look's kill disabled as well, the survivors are
     named (pid, state, command) in the report and its notes, not released silently."""
     sb, pids = _start_daemons(dirs)
-    # private: the kill steps, disabled, and the cgroup's removal, which kills too
-    from optarena.sandbox import _agent, _cgroup, _steps, _uids
-
-    monkeypatch.setattr(_cgroup.PidsCgroup, "kill_all", _no_kill)
-    monkeypatch.setattr(_cgroup, "_empty_and_remove", _no_kill)
-    monkeypatch.setattr(_uids.UidLease, "kill_all", _no_kill)
-    monkeypatch.setattr(_agent, "kill_tree", _no_kill)
-    monkeypatch.setattr(_agent, "end_pid_namespace", _no_kill)
-    monkeypatch.setattr(_steps, "stop_then_kill", _no_kill)
+    _disable_kills(monkeypatch, pid_namespace=True, last_look=True)
     try:
         sb.close()
         survivors = sb.report()["survivors"]

@@ -216,17 +216,7 @@ def is_zombie(pid: int) -> bool:
     info = stat_of(pid)
     if info is None:
         return True
-    if info.state not in ("Z", "X"):
-        return False
-    try:
-        tids = os.listdir(f"{PROC}/{pid}/task")
-    except OSError:
-        return True
-    for tid in tids:
-        thread = stat_of(pid, tid)
-        if thread is not None and thread.state not in ("Z", "X"):
-            return False
-    return True
+    return info.state in ("Z", "X") and all(s in ("Z", "X") for s in _thread_states(pid))
 
 
 def signal_all(pids: Iterable[int], sig: int) -> None:
@@ -244,17 +234,18 @@ def signal_same(snapshot: Mapping[int, int], sig: int) -> None:
                 os.kill(pid, sig)
 
 
-def _threads_stopped(pid: int) -> bool:
-    """Whether every thread of `pid` is stopped (or gone): a group stop is complete only then."""
+def _thread_states(pid: int) -> list[str]:
+    """The state of each thread of `pid` still there (none once it is gone)."""
     try:
         tids = os.listdir(f"{PROC}/{pid}/task")
     except OSError:
-        return True
-    for tid in tids:
-        info = stat_of(pid, tid)
-        if info is not None and info.state not in ("T", "t", "Z", "X"):
-            return False
-    return True
+        return []
+    return [info.state for tid in tids if (info := stat_of(pid, tid)) is not None]
+
+
+def _threads_stopped(pid: int) -> bool:
+    """Whether every thread of `pid` is stopped (or gone): a group stop is complete only then."""
+    return all(s in ("T", "t", "Z", "X") for s in _thread_states(pid))
 
 
 def stop_all(collect: Callable[[], set[int]], timeout_s: float = 2.0) -> set[int]:
