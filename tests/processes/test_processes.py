@@ -282,7 +282,10 @@ def test_stop_then_kill_keeps_to_its_deadline_against_a_tree_that_never_settles(
     try:
         killed = stop_then_kill(collect, timeout_s=0.5)
         assert time.monotonic() - t0 < 0.5 + 2.5  # the deadline, and the deaths' wait
-        assert killed == len(started) and all(p.wait(timeout=5) < 0 for p in started)
+        # each round looks twice (the second look confirms the first's start times): the
+        # process the last look started was never seen
+        assert len(started) - 1 <= killed <= len(started)
+        assert all(p.wait(timeout=5) < 0 for p in started[:killed])
     finally:
         for p in started:
             p.kill()

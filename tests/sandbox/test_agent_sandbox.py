@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from optarena.processes import descendants, is_zombie
+from optarena.processes import HeldNamespace, descendants, is_zombie
 from optarena.sandbox import (
     AgentSandbox,
     AgentSandboxError,
@@ -348,6 +348,61 @@ def test_the_pid_namespaces_init_killed_alone_ends_the_whole_tree(
     try:
         sb.close()
         assert sb.report()["survivors"] == []
+        assert all(is_zombie(p) for p in pids)
+    finally:
+        monkeypatch.undo()
+        _remove_kept_cgroups()
+
+
+class _HolderClosed(HeldNamespace):
+    """A namespace that cannot be read through the holder, as without root (the holder never
+    execs, so it is not dumpable and its /proc/PID/ns entries are closed to optarena)."""
+
+    def __init__(self, pid: int, kind: str) -> None:
+        if kind == "pid_for_children":
+            raise PermissionError(13, "Permission denied")
+        super().__init__(pid, kind)
+
+
+class _NothingReadable(HeldNamespace):
+    def __init__(self, pid: int, kind: str) -> None:
+        raise PermissionError(13, "Permission denied")
+
+
+@needs_cgroup
+@pytest.mark.skipif(CAPS.pidns is not None, reason=f"no PID namespace: {CAPS.pidns}")
+def test_a_holder_closed_to_optarena_still_gives_its_pid_namespace_through_the_agent(
+    dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without root the holder's namespaces cannot be opened; the agent's can (it exec'd),
+    and it is init's one child: the PID namespace is held through it, and its last look and
+    its init's kill work as with root."""
+    from optarena.sandbox import _child  # private: how the namespace is read
+
+    monkeypatch.setattr(_child, "HeldNamespace", _HolderClosed)
+    sb, pids = _start_daemons(dirs)
+    try:
+        assert sb.pid_namespace is not None and pids <= sb.pid_namespace.pids()
+    finally:
+        sb.close()
+    assert sb.report()["survivors"] == [] and all(is_zombie(p) for p in pids)
+
+
+@needs_cgroup
+@pytest.mark.skipif(CAPS.pidns is not None, reason=f"no PID namespace: {CAPS.pidns}")
+def test_a_pid_namespace_that_could_not_be_held_still_has_its_init_killed(
+    dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether its namespace could be held or not, an agent with a PID namespace has its
+    init killed first (the holder's one child): every other kill disabled, the tree ends."""
+    from optarena.sandbox import _child  # private: how the namespace is read
+
+    monkeypatch.setattr(_child, "HeldNamespace", _NothingReadable)
+    sb, pids = _start_daemons(dirs)
+    assert sb.pid_namespace is None
+    _disable_kills(monkeypatch, pid_namespace=False, last_look=True)
+    try:
+        sb.close()
         assert all(is_zombie(p) for p in pids)
     finally:
         monkeypatch.undo()

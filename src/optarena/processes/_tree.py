@@ -166,36 +166,45 @@ class HeldNamespace:
         the id may name another namespace then)."""
         if self._fd < 0:
             return set()
-        mine = namespace_of(os.getpid(), self.kind)
-        return {pid for pid in all_pids() if self._holds(pid, mine)}
+        # what each namespace seen in this look is, walked once however many processes it
+        # has (ours is no descendant of the one held)
+        known = {self.id: True, str(namespace_of(os.getpid(), self.kind)): False}
+        return {pid for pid in all_pids() if self._holds(pid, known)}
 
-    def _holds(self, pid: int, mine: str | None) -> bool:
+    def _holds(self, pid: int, known: dict[str, bool]) -> bool:
         """Whether `pid` is in this namespace or one nested in it, however deep: a user or
         PID namespace needs no privilege to make, and a process in one made inside ours
-        has an id of its own (its parent chain, `NS_GET_PARENT`, still leads here)."""
+        has an id of its own (its parent chain, `NS_GET_PARENT`, still leads here).
+        Records every namespace on the chain it walks in `known`."""
         link = namespace_of(pid, self.kind)
-        if link is None or link == mine:  # ours is no descendant of the one we hold
+        if link is None:
             return False
-        if link == self.id:
-            return True
+        if link in known:
+            return known[link]
         try:
             fd = os.open(f"{PROC}/{pid}/ns/{self.kind}", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return False
+        chain: list[str] = []
+        held = False
         try:
             for _ in range(_NS_DEPTH):
                 st = os.fstat(fd)
-                if (st.st_dev, st.st_ino) == self._key:
-                    return True
+                here = f"{self.kind}:[{st.st_ino}]"
+                if (st.st_dev, st.st_ino) == self._key or here in known:
+                    held = (st.st_dev, st.st_ino) == self._key or known[here]
+                    break
+                chain.append(here)
                 try:  # EPERM above the caller's own namespace: not one of ours
                     parent = fcntl.ioctl(fd, _NS_GET_PARENT)
                 except OSError:
-                    return False
+                    break
                 os.close(fd)
                 fd = parent
-            return False
         finally:
             os.close(fd)
+        known.update(dict.fromkeys(chain, held))
+        return held
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -302,13 +311,18 @@ def stop_then_kill(collect: Callable[[], set[int]], timeout_s: float = 2.0) -> i
     deadline = time.monotonic() + timeout_s
     seen: dict[int, int] = {}
     while time.monotonic() < deadline:
-        new = {}
+        found = {}
         for pid in collect():
             start = start_ticks(pid)
             if start is not None and seen.get(pid) != start:
-                new[pid] = start
-        if not new:
+                found[pid] = start
+        if not found:
             break
+        # A start time read after the look that listed its pid may be a stranger's (the
+        # member died, its pid was given on): looking again after reading it keeps only the
+        # pids that are members with those start times.
+        again = collect()
+        new = {pid: start for pid, start in found.items() if pid in again}
         signal_same(new, signal.SIGSTOP)
         seen.update(new)
         _wait_stopped(new, min(deadline, time.monotonic() + 0.5))

@@ -56,7 +56,7 @@ from optarena.sandbox._agent_child import AgentChildPlan, agent_child_setup, und
 from optarena.sandbox._agent_net import UnixBridge
 from optarena.sandbox._agent_sweep import AgentCgroup, owned_name, remove_socket_dir, socket_bases
 from optarena.sandbox._cgroup import PidsCgroup
-from optarena.sandbox._child import end_pid_namespace
+from optarena.sandbox._child import end_pid_namespace, held_namespace
 from optarena.sandbox._mounts import SCRATCH_DIRS, Mask, blockers, plan_masks, private_root
 from optarena.sandbox._probe import Capabilities
 from optarena.sandbox._process import ResourceLimits, spawn
@@ -66,19 +66,6 @@ from optarena.sandbox._steps import IsolationSteps, alive_members, kill_until_go
 from optarena.sandbox._uids import UidLease, lease_uid
 
 RELAY = str(Path(__file__).with_name("_agent_relay.py"))
-
-
-def _held(pid: int, kind: str) -> HeldNamespace | None:
-    """`pid`'s namespace `kind`, held, where it is not ours (None: ours, or unreadable: the
-    agent ended at once, and the cgroup or the uid still list what it left)."""
-    try:
-        ns = HeldNamespace(pid, kind)
-    except OSError:
-        return None
-    if ns.is_mine():
-        ns.close()
-        return None
-    return ns
 
 
 OPTARENA_PACKAGE = str(Path(__file__).resolve().parents[1])
@@ -161,6 +148,7 @@ class AgentSandbox:
         self._given: list[Path] = []  # directories chowned to the agent's uid, to take back
         self.shown: list[str] = []  # what its private root binds (empty: none was built)
         self.pid_namespace: HeldNamespace | None = None  # the agent's own, when it has one
+        self._pid_ns = False  # whether it has one (held or not)
         self.survivors: list[str] = []  # processes that outlived `close()`, described
 
     @property
@@ -399,10 +387,11 @@ class AgentSandbox:
             for fd in (r, w, sr, sw):
                 if fd >= 0:
                     os.close(fd)
-        if plan.unshare_flags & _linux.CLONE_NEWPID:  # the holder's children live in it
-            self.pid_namespace = _held(self.proc.pid, "pid_for_children")
+        self._pid_ns = bool(plan.unshare_flags & _linux.CLONE_NEWPID)
+        if self._pid_ns:
+            self.pid_namespace = held_namespace(self.proc, "pid", self._pid_ns)
         if plan.unshare_flags & _linux.CLONE_NEWUSER:
-            self.namespace = _held(self.proc.pid, "user")
+            self.namespace = held_namespace(self.proc, "user", self._pid_ns)
         self.timing.setup_ms = round((time.monotonic() - t0) * 1000, 2)
         return self.proc
 
@@ -425,7 +414,7 @@ class AgentSandbox:
                     deadline = time.monotonic() + grace_s
                     while self.proc.poll() is None and time.monotonic() < deadline:
                         time.sleep(0.02)
-                if self.pid_namespace is not None:
+                if self._pid_ns:  # held or not: its init is the holder's child
                     end_pid_namespace(self.proc)
                 if self.cgroup is not None:
                     self.cgroup.kill_all()
