@@ -66,8 +66,6 @@ from optarena.sandbox._steps import IsolationSteps, alive_members, kill_until_go
 from optarena.sandbox._uids import UidLease, lease_uid
 
 RELAY = str(Path(__file__).with_name("_agent_relay.py"))
-
-
 OPTARENA_PACKAGE = str(Path(__file__).resolve().parents[1])
 HIDDEN_ALWAYS = ("/run",)  # host daemons' Unix sockets, the uid leases' locks
 
