@@ -184,6 +184,33 @@ class Row:
     # per timed workload: [in-process ratio, judge ratio (None: no estimate), in-process with
     # inputs drawn], where the dilution is (a short call's cold start, the inputs' cache)
     workloads: dict[str, list[float | None]] = field(default_factory=dict)
+    # the fidelity the ends of the judge's interval give (the in-process side's own noise
+    # is not in it), and what that says of the 0.9-1.1 target: met, missed, or open (the
+    # interval reaches both sides of a bound: a small effect cannot tell)
+    fidelity_range: list[float] | None = None
+    target: str = "-"
+
+
+def fidelity_of(judge: float | None, true: float) -> float | None:
+    """log(judge) / log(true): 1 where the judge sees the in-process effect whole."""
+    if judge is None or abs(math.log(true)) <= 1e-3:
+        return None
+    return math.log(judge) / math.log(true)
+
+
+def against_target(
+    ci: list[float] | None, true: float, lo: float = 0.9, hi: float = 1.1
+) -> tuple[list[float] | None, str]:
+    """The fidelity range the judge's interval gives, and whether it is inside [lo, hi]."""
+    ends = [fidelity_of(c, true) for c in ci] if ci else []
+    if len(ends) != 2 or None in ends:
+        return None, "-"
+    a, b = sorted(e for e in ends if e is not None)
+    if lo <= a and b <= hi:
+        return [a, b], "met"
+    if b < lo or a > hi:
+        return [a, b], "missed"
+    return [a, b], "open"
 
 
 def judged(task: Task, a: Path, b: Path, args: argparse.Namespace, seed: int, work: Path) -> Any:
@@ -217,9 +244,8 @@ def fidelity_rows(task: Task, args: argparse.Namespace, console: Console) -> lis
                 continue
             c = out.comparison
             ratio = c.overall.ratio
-            fid = None
-            if ratio is not None and abs(math.log(truth["overall"])) > 1e-3:
-                fid = math.log(ratio) / math.log(truth["overall"])
+            fid = fidelity_of(ratio, truth["overall"])
+            fid_range, target = against_target(c.overall.ratio_ci, truth["overall"])
             shares = [
                 w.median_null_ns / w.median_a_ns
                 for w in c.workloads
@@ -234,7 +260,8 @@ def fidelity_rows(task: Task, args: argparse.Namespace, console: Console) -> lis
                 Row(task.id, kind, truth["overall"], ratio, c.overall.ratio_ci,
                     c.overall.verdict, fid, seconds,
                     statistics.median(shares) if shares else None, c.overall.why,
-                    drawn_ratio=drawn["overall"], workloads=per)
+                    drawn_ratio=drawn["overall"], workloads=per,
+                    fidelity_range=fid_range, target=target)
             )  # fmt: skip
             console.log(
                 f"{task.id} {kind}: in-process {truth['overall']:.3f} (inputs drawn "
@@ -306,7 +333,8 @@ def render(rows: list[Row]) -> Table:
     table = Table(title=title, header_style="bold")
     left = ("task", "candidate", "verdict")
     for col in ("task", "candidate", "in-process", "judge (95% interval)", "verdict",
-                "fidelity", "null/base", "s", "in-process, drawn"):  # fmt: skip
+                "fidelity (from the interval)", "0.9-1.1", "null/base", "s",
+                "in-process, drawn"):  # fmt: skip
         table.add_column(col, justify="left" if col in left else "right")
     for r in rows:
         judge = "-" if r.judge_ratio is None else f"{r.judge_ratio:.3f}"
@@ -318,7 +346,13 @@ def render(rows: list[Row]) -> Table:
             f"{r.true_ratio:.3f}",
             judge,
             r.verdict if r.verdict != "inconclusive" else f"inconclusive: {r.why}",
-            "-" if r.fidelity is None else f"{r.fidelity:.2f}",
+            ("-" if r.fidelity is None else f"{r.fidelity:.2f}")
+            + (
+                f" ({r.fidelity_range[0]:.2f}..{r.fidelity_range[1]:.2f})"
+                if r.fidelity_range
+                else ""
+            ),
+            r.target,
             "-" if r.null_share is None else f"{r.null_share:.2f}",
             f"{r.seconds:.0f}",
             "-" if r.drawn_ratio is None else f"{r.drawn_ratio:.3f}",
@@ -334,9 +368,8 @@ def render_workloads(rows: list[Row]) -> Table:
         table.add_column(col, justify="left" if col in left else "right")
     for r in rows:
         for name, (true, judge, drawn) in r.workloads.items():
-            fid = "-"
-            if true is not None and judge is not None and abs(math.log(true)) > 1e-3:
-                fid = f"{math.log(judge) / math.log(true):.2f}"
+            f = fidelity_of(judge, true) if true is not None else None
+            fid = "-" if f is None else f"{f:.2f}"
             shown = "-" if judge is None else f"{judge:.3f}"
             table.add_row(r.task, r.kind, name, f"{true:.3f}", shown, fid, f"{drawn:.3f}")
     return table
