@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from optarena.processes import HeldNamespace, descendants, is_zombie
+from optarena.processes import descendants, is_zombie, namespace_of
 from optarena.sandbox import (
     AgentSandbox,
     AgentSandboxError,
@@ -354,38 +354,30 @@ def test_the_pid_namespaces_init_killed_alone_ends_the_whole_tree(
         _remove_kept_cgroups()
 
 
-class _HolderClosed(HeldNamespace):
-    """A namespace that cannot be read through the holder, as without root (the holder never
-    execs, so it is not dumpable and its /proc/PID/ns entries are closed to optarena)."""
-
-    def __init__(self, pid: int, kind: str) -> None:
-        if kind == "pid_for_children":
-            raise PermissionError(13, "Permission denied")
-        super().__init__(pid, kind)
-
-
-class _NothingReadable(HeldNamespace):
-    def __init__(self, pid: int, kind: str) -> None:
-        raise PermissionError(13, "Permission denied")
-
-
 @needs_cgroup
 @pytest.mark.skipif(CAPS.pidns is not None, reason=f"no PID namespace: {CAPS.pidns}")
-def test_a_holder_closed_to_optarena_still_gives_its_pid_namespace_through_the_agent(
-    dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Without root the holder's namespaces cannot be opened; the agent's can (it exec'd),
-    and it is init's one child: the PID namespace is held through it, and its last look and
-    its init's kill work as with root."""
-    from optarena.sandbox import _child  # private: how the namespace is read
-
-    monkeypatch.setattr(_child, "HeldNamespace", _HolderClosed)
-    sb, pids = _start_daemons(dirs)
+def test_the_namespaces_are_taken_before_the_agent_runs(dirs: dict[str, Path]) -> None:
+    """The agent's first act is to make a PID namespace inside its own and leave a process in
+    each. Read from /proc after the exec (without root, from the agent itself), the namespace
+    optarena held could be the inner one, and the process left in the outer one in no list
+    (a red team's race: 3 escapes in 12 runs under load). Now the child sends its namespaces
+    before the exec: what is held is the one the holder made, and both processes are in it.
+    (As root the old read went through the holder and was right too: this holds the
+    guarantee here; the race itself needs a user without root.)"""
+    sb = AgentSandbox(AgentSandboxPolicy(), writable=[dirs["ws"], dirs["home"]], home=dirs["home"])
+    script = f"sleep {MARKER} & exec unshare -Urpf sleep {MARKER}"
+    sb.spawn(["sh", "-c", script], env=dict(os.environ))
     try:
-        assert sb.pid_namespace is not None and pids <= sb.pid_namespace.pids()
+        deadline = time.monotonic() + 10
+        while len(_marked()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert sb.pid_namespace is not None
+        assert sb.pid_namespace.id == namespace_of(sb.proc.pid, "pid_for_children")  # type: ignore[union-attr]
+        inner = [p for p in _marked() if namespace_of(p, "pid") != sb.pid_namespace.id]
+        assert inner and set(_marked()) <= sb.pid_namespace.pids()
     finally:
         sb.close()
-    assert sb.report()["survivors"] == [] and all(is_zombie(p) for p in pids)
+    assert sb.report()["survivors"] == []
 
 
 @needs_cgroup
@@ -395,9 +387,9 @@ def test_a_pid_namespace_that_could_not_be_held_still_has_its_init_killed(
 ) -> None:
     """Whether its namespace could be held or not, an agent with a PID namespace has its
     init killed first (the holder's one child): every other kill disabled, the tree ends."""
-    from optarena.sandbox import _child  # private: how the namespace is read
+    from optarena.sandbox import _agent_child  # private: how the namespaces are sent
 
-    monkeypatch.setattr(_child, "HeldNamespace", _NothingReadable)
+    monkeypatch.setattr(_agent_child, "send_namespaces", lambda *_args: None)
     sb, pids = _start_daemons(dirs)
     assert sb.pid_namespace is None
     _disable_kills(monkeypatch, pid_namespace=False, last_look=True)

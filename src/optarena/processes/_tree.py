@@ -148,10 +148,14 @@ class HeldNamespace:
     sandbox's, on a busy machine within milliseconds) would pass for a member of ours. Held,
     it cannot end, so its id names it alone until `close()`."""
 
-    def __init__(self, pid: int, kind: str) -> None:
-        """Raises OSError when `pid` has no such namespace to read (gone, or a zombie)."""
+    def __init__(self, pid: int, kind: str, fd: int | None = None) -> None:
+        """`pid`'s namespace `kind`, or, given `fd`, the namespace that descriptor is (taken
+        over: closed by `close()`). Raises OSError when `pid` has no such namespace to read
+        (gone, or a zombie)."""
         self.kind = kind.removesuffix("_for_children")  # what processes' own links say
-        self._fd = os.open(f"{PROC}/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
+        if fd is None:
+            fd = os.open(f"{PROC}/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
+        self._fd = fd
         st = os.fstat(self._fd)
         self._key = (st.st_dev, st.st_ino)
         self.id = f"{self.kind}:[{st.st_ino}]"

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -52,11 +53,16 @@ from optarena.errors import OptarenaError
 from optarena.files import lchown_tree
 from optarena.processes import HeldNamespace, kill_tree, signal_all, stop_then_kill
 from optarena.sandbox import _linux
-from optarena.sandbox._agent_child import AgentChildPlan, agent_child_setup, under_any
+from optarena.sandbox._agent_child import (
+    AgentChildPlan,
+    agent_child_setup,
+    receive_namespaces,
+    under_any,
+)
 from optarena.sandbox._agent_net import UnixBridge
 from optarena.sandbox._agent_sweep import AgentCgroup, owned_name, remove_socket_dir, socket_bases
 from optarena.sandbox._cgroup import PidsCgroup
-from optarena.sandbox._child import end_pid_namespace, held_namespace
+from optarena.sandbox._child import end_pid_namespace
 from optarena.sandbox._mounts import SCRATCH_DIRS, Mask, blockers, plan_masks, private_root
 from optarena.sandbox._probe import Capabilities
 from optarena.sandbox._process import ResourceLimits, spawn
@@ -358,7 +364,8 @@ class AgentSandbox:
             env["TMPDIR"] = "/tmp"
         r, w = os.pipe()
         sr, sw = os.pipe()  # init -> holder: the agent's wait status (PID namespace)
-        plan = replace(plan, status_fds=(sr, sw), fd_ceiling=_fd_ceiling())
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        plan = replace(plan, status_fds=(sr, sw), fd_ceiling=_fd_ceiling(), ns_sock=theirs.fileno())
         try:
             self.proc = spawn(
                 argv,
@@ -371,6 +378,7 @@ class AgentSandbox:
                 setup=lambda: agent_child_setup(replace(plan, err_fd=w)),
             )
         except (OSError, subprocess.SubprocessError) as e:
+            ours.close()  # with whatever the child sent: the kernel closes those
             os.close(w)
             w = -1
             detail = os.read(r, 500).decode(errors="replace")
@@ -382,14 +390,15 @@ class AgentSandbox:
                 ) from None
             raise
         finally:
+            theirs.close()
             for fd in (r, w, sr, sw):
                 if fd >= 0:
                     os.close(fd)
+        with ours:  # its namespaces, as the child made them, before the agent's code ran
+            sent = receive_namespaces(ours)
         self._pid_ns = bool(plan.unshare_flags & _linux.CLONE_NEWPID)
-        if self._pid_ns:
-            self.pid_namespace = held_namespace(self.proc, "pid", self._pid_ns)
-        if plan.unshare_flags & _linux.CLONE_NEWUSER:
-            self.namespace = held_namespace(self.proc, "user", self._pid_ns)
+        self.pid_namespace = sent.get("pid")
+        self.namespace = sent.get("user")
         self.timing.setup_ms = round((time.monotonic() - t0) * 1000, 2)
         return self.proc
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from optarena.processes import HeldNamespace
 from optarena.sandbox import _linux
 from optarena.sandbox._agent_net import loopback_up
 from optarena.sandbox._cgroup import attach_self
@@ -45,6 +47,46 @@ class AgentChildPlan:
     status_fds: tuple[int, int] = (-1, -1)  # init -> holder (PID namespace, see `_child`)
     fd_ceiling: int = 4096
     err_fd: int = -1
+    ns_sock: int = -1  # where its new namespaces are sent (`send_namespaces`), before any exec
+
+
+NAMESPACES_SENT = {_linux.CLONE_NEWUSER: "user", _linux.CLONE_NEWPID: "pid"}
+
+
+def send_namespaces(sock: int, flags: int) -> None:
+    """Send optarena a descriptor of each new namespace of this process that cleanup finds
+    processes by (its user namespace, its PID namespace), over the Unix socket `sock`, named
+    in the message. Sent before any of the agent's code runs: read from /proc after the exec,
+    they could already be namespaces the agent made inside them, with one of its processes
+    left in the first."""
+    names = [name for flag, name in NAMESPACES_SENT.items() if flags & flag]
+    if not names:
+        return
+    fds = [os.open(f"/proc/self/ns/{name}", os.O_RDONLY | os.O_CLOEXEC) for name in names]
+    try:
+        with socket.socket(fileno=os.dup(sock)) as s:
+            socket.send_fds(s, [",".join(names).encode()], fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def receive_namespaces(sock: socket.socket) -> dict[str, HeldNamespace]:
+    """What `send_namespaces` sent on `sock`, held (by the name it was sent under); empty
+    where nothing was sent. Read once, right after the spawn: by then the child has exec'd,
+    and every descriptor of this socket's other end is closed (nothing the agent runs can
+    send on it)."""
+    sock.setblocking(False)
+    try:
+        msg, fds, _flags, _addr = socket.recv_fds(sock, 256, len(NAMESPACES_SENT))
+    except BlockingIOError:
+        return {}
+    names = msg.decode().split(",")
+    if len(names) != len(fds):
+        for fd in fds:
+            os.close(fd)
+        return {}
+    return {name: HeldNamespace(-1, name, fd=fd) for name, fd in zip(names, fds, strict=True)}
 
 
 def under_any(path: str, roots: Sequence[str]) -> bool:
@@ -106,6 +148,8 @@ def agent_child_setup(plan: AgentChildPlan) -> None:
         if plan.unshare_flags & _linux.CLONE_NEWNS and plan.root is not None:
             leave_old_root(plan.root)
         os.chdir(plan.workdir)  # after the mounts: the old cwd is on the read-only mount
+        if plan.ns_sock >= 0:  # in the PID namespace by now (a new one has no pid before)
+            send_namespaces(plan.ns_sock, plan.unshare_flags)
         if plan.nproc is not None:
             import resource
 

@@ -23,14 +23,13 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-import select
 import shutil
 import signal
 import struct
 import subprocess
 from dataclasses import dataclass, replace
 
-from optarena.processes import HeldNamespace, children_of, stat_of
+from optarena.processes import children_of, stat_of
 from optarena.sandbox import _linux, _seccomp
 from optarena.sandbox._cgroup import attach_self
 from optarena.sandbox._mounts import Mask, apply_masks, mount_proc, readonly_root
@@ -180,55 +179,6 @@ def end_pid_namespace(holder: subprocess.Popen[bytes]) -> None:
             pass  # ended meanwhile
         finally:
             os.close(fd)
-
-
-def held_namespace(
-    holder: subprocess.Popen[bytes], kind: str, pid_ns: bool
-) -> HeldNamespace | None:
-    """The namespace `kind` (`pid`, `user`) of the tree `holder` started, held; None where it
-    is ours or cannot be read.
-
-    Read from the holder where its /proc entries open to us (with a PID namespace, the one
-    it made for its children), else from the worker: the holder never execs, so without root
-    it is not dumpable and its namespaces are closed to us, while the worker, having exec'd,
-    is ours to read. The worker is known as init's one child through a pidfd kept across
-    the read: a pid given on to a stranger meanwhile is never taken for it."""
-    ns = None
-    with contextlib.suppress(OSError):
-        ns = HeldNamespace(holder.pid, "pid_for_children" if kind == "pid" and pid_ns else kind)
-    if ns is None and pid_ns:
-        ns = _held_from_worker(holder, kind)
-    if ns is not None and ns.is_mine():
-        ns.close()
-        return None
-    return ns
-
-
-def _held_from_worker(holder: subprocess.Popen[bytes], kind: str) -> HeldNamespace | None:
-    if holder.poll() is not None:
-        return None
-    inits = children_of(holder.pid)
-    workers = children_of(next(iter(inits))) if len(inits) == 1 else set()
-    if len(workers) != 1:
-        return None
-    (init,), (worker,) = inits, workers
-    try:
-        pidfd = os.pidfd_open(worker)
-    except OSError:
-        return None
-    try:
-        info = stat_of(worker)
-        if info is None or info.ppid != init:
-            return None
-        ns = HeldNamespace(worker, kind)
-        if select.select([pidfd], [], [], 0)[0]:  # it ended during the read: not trusted
-            ns.close()
-            return None
-        return ns
-    except OSError:
-        return None
-    finally:
-        os.close(pidfd)
 
 
 def child_setup(plan: ChildPlan) -> None:
