@@ -44,14 +44,19 @@ CHEATS = [
             "_c = {}",
         ),
     ),
+    # It replays only an output that is not constant: a constant one (equal logits give a
+    # uniform softmax) is what a constant function returns honestly, so the judge cannot
+    # name its replay `stale_output` and rejects it as `out_of_tolerance` instead (CI saw
+    # that once, with the calls in an order where a uniform output came first).
     Cheat(
         "replay-previous-output",
         "softmax",
         "stale_output",
         smx(
             f"    global _last\n    if _last is not None and _last.shape == x.shape:\n"
-            f"        return _last.copy()\n    {SMX_PRE}\n    _last = {SMX}\n"
-            "    return _last.copy()",
+            f"        return _last.copy()\n    {SMX_PRE}\n    out = {SMX}\n"
+            "    if out.min() != out.max():\n        _last = out\n"
+            "    return out.copy()",
             "_last = None",
         ),
     ),
