@@ -29,6 +29,7 @@ N comparisons each, from `judge_noise.py`.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import math
@@ -291,9 +292,10 @@ def detection(task: Task, args: argparse.Namespace, console: Console) -> dict[st
                 verdicts.append(run.verdict)
                 if run.ratio is not None:
                     ratios.append(run.ratio)
-                # Slower with confidence: the interval excludes 1 on the slow side, whatever
-                # min_effect says of the estimate (an effect at min_effect reads `regressed`
-                # about half the time even when measured faithfully).
+                # Slower with confidence: the interval excludes 1 on the slow side. `regressed`
+                # is that less the intervals proved inside +-min_effect (`no_difference`);
+                # before 2026-12-06 it also needed the estimate beyond min_effect, and an
+                # effect of exactly min_effect read `regressed` about half the time.
                 slower += run.ci is not None and run.ci[0] > 1.0
                 console.log(f"{task.id} {name} #{i + 1}: {run.verdict} {run.ratio} {run.ci}")
             failed = [v for v in verdicts if v.startswith("failed")]
@@ -308,6 +310,7 @@ def detection(task: Task, args: argparse.Namespace, console: Console) -> dict[st
                 "wrong_sign": sum(v == "improved" for v in verdicts) if name != "A/A" else 0,
                 "median_ratio": statistics.median(ratios) if ratios else None,
                 "slower_with_confidence": slower,
+                "verdicts": dict(sorted(collections.Counter(verdicts).items())),
                 "failed": len(failed),
                 "first_failure": failed[0] if failed else None,
             }
@@ -416,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{k} {v['hits']}/{v['runs']}" + (f" (median {v['median_ratio']:.3f})"
                                                if v["median_ratio"] else "")
             + f", slower with confidence {v['slower_with_confidence']}/{v['runs']}"
+            + " [" + ", ".join(f"{n} {c}" for n, c in v["verdicts"].items()) + "]"
             + (f", FAILED {v['failed']}/{v['runs']} ({v['first_failure']})" if v["failed"] else "")
             for k, v in d.items()))  # fmt: skip
     out.print(f"load average {report['load'][0]:.2f} at start, {report['load'][1]:.2f} at end")

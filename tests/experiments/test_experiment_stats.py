@@ -17,6 +17,7 @@ from optarena.experiments._stats import (
     expected_best_of_k,
     paired_difference,
 )
+from optarena.judge import stats
 from optarena.records import TrialRow
 
 
@@ -56,6 +57,22 @@ def test_decisions_on_literal_pairs() -> None:
     assert decide_treatment(worse, 0.05)[0] == "worse"
     same = paired_difference([(0.0, 0.01), (0.0, -0.01), (0.0, 0.005), (0.0, 0.0)])
     assert decide_treatment(same, 0.05)[0] == "no_difference"
+
+
+def test_the_interval_decides_not_its_centre() -> None:
+    """An effect of about the margin: its centre falls short of it, its interval excludes 0
+    and reaches beyond it, so the change is real and may matter. A rule on the centre called
+    this undecided, and a planted effect of exactly the margin half the time."""
+    small = stats.Estimate(n=8, estimate=0.04, lo=0.01, hi=0.07, mad=0.01, outliers=0)
+    verdict, why = decide_treatment(small, 0.05)
+    assert verdict == "better" and "reaching beyond 0.050" in why
+    mirror = stats.Estimate(n=8, estimate=-0.04, lo=-0.07, hi=-0.01, mad=0.01, outliers=0)
+    assert decide_treatment(mirror, 0.05)[0] == "worse"
+    # negative controls: real but proved smaller than the margin; or holding 0
+    proved_small = stats.Estimate(n=8, estimate=0.02, lo=0.01, hi=0.04, mad=0.01, outliers=0)
+    assert decide_treatment(proved_small, 0.05)[0] == "no_difference"
+    holds_zero = stats.Estimate(n=8, estimate=0.06, lo=-0.01, hi=0.12, mad=0.01, outliers=0)
+    assert decide_treatment(holds_zero, 0.05)[0] == "undecided"
 
 
 def test_too_few_pairs_or_no_spread_give_no_verdict_and_say_why() -> None:

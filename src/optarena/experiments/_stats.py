@@ -48,9 +48,10 @@ def paired_difference(
 def decide_treatment(
     e: stats.Estimate, margin: float, min_pairs: int = MIN_PAIRS
 ) -> tuple[str, str]:
-    """(verdict, why) for a difference with an interval against a practical margin:
-    `better` / `worse` when the interval excludes 0 and the estimate is beyond the margin,
-    `no_difference` when the interval lies within +-margin, else `undecided`, saying why."""
+    """(verdict, why) for a difference with an interval against a practical margin, from the
+    interval alone (as the judge's speed verdicts, `optarena.judge.stats.decide`):
+    `no_difference` when the interval lies within +-margin, `better` / `worse` when it excludes
+    0 and reaches beyond the margin, else `undecided`, saying why."""
     if e.estimate is None or e.lo is None or e.hi is None:
         if stats.ZERO_VARIANCE in e.notes:
             return "undecided", (
@@ -58,13 +59,13 @@ def decide_treatment(
                 "no spread to build an interval from"
             )
         return "undecided", f"too few pairs to decide ({e.n}; at least {min_pairs} needed)"
-    lo, hi, est = e.lo, e.hi, e.estimate
-    if lo > 0 and est > margin:
-        return "better", f"interval {lo:+.3f}..{hi:+.3f} above 0, estimate beyond {margin:.3f}"
-    if hi < 0 and est < -margin:
-        return "worse", f"interval {lo:+.3f}..{hi:+.3f} below 0, estimate beyond {margin:.3f}"
+    lo, hi = e.lo, e.hi
     if -margin <= lo and hi <= margin:
         return "no_difference", f"interval {lo:+.3f}..{hi:+.3f} within +-{margin:.3f}"
+    if lo > 0:
+        return "better", f"interval {lo:+.3f}..{hi:+.3f} above 0, reaching beyond {margin:.3f}"
+    if hi < 0:
+        return "worse", f"interval {lo:+.3f}..{hi:+.3f} below 0, reaching beyond {margin:.3f}"
     return (
         "undecided",
         f"interval {lo:+.3f}..{hi:+.3f} spans both a change and none with {e.n} pairs: more "

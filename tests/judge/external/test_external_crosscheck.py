@@ -71,6 +71,29 @@ def test_the_effect_checked_is_the_verdicts_estimate_not_a_median() -> None:
     assert _check(_rounds(0.97, SAME, SAME)).outcome == "not_needed"  # negative control
 
 
+def test_an_effect_the_interval_decides_is_asked_though_its_estimate_is_within_min_effect() -> None:
+    """The verdict is the interval's: metric ratios around 0.96 whose interval excludes 1 and
+    reaches below 0.95 read `improved` with an estimate inside min_effect (5%). Such an
+    improvement must go to the OS too; asked only beyond min_effect, it went out unchecked."""
+    ratios = [0.93, 0.975, 0.94, 0.98, 0.955, 0.965]
+    rounds = [
+        r.model_copy(update={"candidate": x, "log_ratio": math.log(x)})
+        for r, x in zip(_rounds(0.96, SAME, SAME), ratios, strict=True)
+    ]
+    m = _metric(rounds)
+    assert m.estimate is not None and m.lo is not None and m.hi is not None
+    assert abs(m.estimate) < math.log1p(0.05) and m.hi < 0 < -m.lo - math.log1p(0.05)
+    c = _check(rounds)
+    assert c.outcome == "unresolved" and "does not confirm" in c.why  # asked; the OS is flat
+    # negative control: an interval inside +-min_effect is no difference, and not asked
+    flat = [0.985, 0.995, 0.99, 1.0, 0.99, 0.995]
+    rounds = [
+        r.model_copy(update={"candidate": x, "log_ratio": math.log(x)})
+        for r, x in zip(_rounds(0.99, SAME, SAME), flat, strict=True)
+    ]
+    assert _check(rounds).outcome == "not_needed"
+
+
 def test_identical_os_times_give_no_interval_and_no_confirmation() -> None:
     c = _check(_rounds(0.01, [1.0] * 6, [1.0] * 6))
     assert c.outcome == "unresolved" and c.ratio_ci is None

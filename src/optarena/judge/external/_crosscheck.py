@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from optarena.judge.speed import Estimate, estimate, median
+from optarena.judge.speed import Estimate, estimate, median, stats
 from optarena.records import BenchmarkRound, Clock, OsCheck, OsOutcome
 
 # A candidate whose scaled part took no OS time at all is bounded at this ratio (its high-size
@@ -110,17 +110,21 @@ def os_check(
     rounds: list[BenchmarkRound], metric: Estimate, metric_is_wall: bool, min_effect: float,
     seed: int,
 ) -> OsCheck:  # fmt: skip
-    """What the OS says about the metric's effect (lower-is-better scale). Only an effect
-    beyond min_effect needs it; a wall-time metric is the judge's own clock. The effect is the
-    verdict's own estimate over the rounds (`metric`, the one the verdict is decided on): with
-    a plain median here, two outliers in six rounds had the median claim no effect (0.969)
-    while the verdict's estimate read 0.888 `improved`, and an improvement went out that the
-    OS never checked."""
+    """What the OS says about the metric's effect (lower-is-better scale). Every effect the
+    metric's verdict could call `improved` or `regressed` needs it, and every estimate beyond
+    min_effect; a wall-time metric is the judge's own clock. The effect is the verdict's own
+    estimate over the rounds (`metric`, the one the verdict is decided on): with a plain
+    median here, two outliers in six rounds had the median claim no effect (0.969) while the
+    verdict's estimate read 0.888 `improved`, and an improvement went out that the OS never
+    checked. The verdict is decided by the interval, so an estimate within min_effect whose
+    interval excludes 0 and reaches beyond it is asked too."""
     scaled = bool(rounds) and all(r.low is not None for r in rounds)
     basis: Basis = "scaled_difference" if scaled else "process"
     mlog = metric.estimate if metric.estimate is not None else 0.0
     mratio = math.exp(mlog)
-    if metric_is_wall or abs(mlog) <= math.log1p(min_effect) or len(rounds) < 2:
+    decisive = stats.decide(metric, min_effect)[0] in ("improved", "regressed")
+    claims = decisive or abs(mlog) > math.log1p(min_effect)
+    if metric_is_wall or not claims or len(rounds) < 2:
         why = (
             "the metric is the judge's own wall clock of the runs" if metric_is_wall
             else f"the metric claims no effect beyond {min_effect:.0%} (ratio {mratio:.3f})"
