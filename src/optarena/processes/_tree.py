@@ -148,17 +148,24 @@ class HeldNamespace:
     sandbox's, on a busy machine within milliseconds) would pass for a member of ours. Held,
     it cannot end, so its id names it alone until `close()`."""
 
-    def __init__(self, pid: int, kind: str, fd: int | None = None) -> None:
-        """`pid`'s namespace `kind`, or, given `fd`, the namespace that descriptor is (taken
-        over: closed by `close()`). Raises OSError when `pid` has no such namespace to read
+    def __init__(self, pid: int, kind: str) -> None:
+        """`pid`'s namespace `kind`. Raises OSError when `pid` has no such namespace to read
         (gone, or a zombie)."""
+        self._take(os.open(f"{PROC}/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC), kind)
+
+    @classmethod
+    def of_fd(cls, fd: int, kind: str) -> HeldNamespace:
+        """The namespace descriptor `fd` is (of kind `kind`), taken over: `close()` closes
+        it. For a namespace sent by the process that made it, before anything could change
+        what its /proc links say."""
+        held = cls.__new__(cls)
+        held._take(fd, kind)
+        return held
+
+    def _take(self, fd: int, kind: str) -> None:
         self.kind = kind.removesuffix("_for_children")  # what processes' own links say
-        if fd is None:
-            fd = os.open(f"{PROC}/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
         self._fd = fd
-        st = os.fstat(self._fd)
-        self._key = (st.st_dev, st.st_ino)
-        self.id = f"{self.kind}:[{st.st_ino}]"
+        self.id = f"{self.kind}:[{os.fstat(fd).st_ino}]"
 
     def is_mine(self) -> bool:
         """Whether it is the namespace this process is in (then nothing sets its members
@@ -193,10 +200,9 @@ class HeldNamespace:
         held = False
         try:
             for _ in range(_NS_DEPTH):
-                st = os.fstat(fd)
-                here = f"{self.kind}:[{st.st_ino}]"
-                if (st.st_dev, st.st_ino) == self._key or here in known:
-                    held = (st.st_dev, st.st_ino) == self._key or known[here]
+                here = f"{self.kind}:[{os.fstat(fd).st_ino}]"
+                if here in known:  # the held one is known (True) from the start
+                    held = known[here]
                     break
                 chain.append(here)
                 try:  # EPERM above the caller's own namespace: not one of ours

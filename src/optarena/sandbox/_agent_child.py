@@ -86,7 +86,7 @@ def receive_namespaces(sock: socket.socket) -> dict[str, HeldNamespace]:
         for fd in fds:
             os.close(fd)
         return {}
-    return {name: HeldNamespace(-1, name, fd=fd) for name, fd in zip(names, fds, strict=True)}
+    return {name: HeldNamespace.of_fd(fd, name) for name, fd in zip(names, fds, strict=True)}
 
 
 def under_any(path: str, roots: Sequence[str]) -> bool:

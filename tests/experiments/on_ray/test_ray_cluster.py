@@ -312,4 +312,9 @@ def test_status_names_the_node_and_sigterm_stops_the_driver_on_record(
     assert len(rows) == 2 and all(r.state == "interrupted" for r in rows)
     assert all("KeyboardInterrupt: the experiment run was stopped" in (r.error or "") for r in rows)
     assert all(state.failed_attempts(k) == [] for k in state.rows)  # the user's stop: no retry
+    # The driver cancels each attempt's task with force; Ray ends the worker, and the agent
+    # with it, on its own time (a loaded run once found them a moment after the driver's exit)
+    deadline = time.monotonic() + 60
+    while _agents_of(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert _agents_of(tmp_path) == []
