@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{k} {v['hits']}/{v['runs']}" + (f" (median {v['median_ratio']:.3f})"
                                                if v["median_ratio"] else "")
             + f", slower with confidence {v['slower_with_confidence']}/{v['runs']}"
-            + " [" + ", ".join(f"{n} {c}" for n, c in v["verdicts"].items()) + "]"
+            + " (" + ", ".join(f"{n} {c}" for n, c in v["verdicts"].items()) + ")"
             + (f", FAILED {v['failed']}/{v['runs']} ({v['first_failure']})" if v["failed"] else "")
             for k, v in d.items()))  # fmt: skip
     out.print(f"load average {report['load'][0]:.2f} at start, {report['load'][1]:.2f} at end")

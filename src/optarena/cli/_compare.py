@@ -21,7 +21,13 @@ BudgetOpt = Annotated[
 ]
 EffectOpt = Annotated[
     float | None,
-    typer.Option("--min-effect", help="smallest relative change that earns a verdict, e.g. 0.03"),
+    typer.Option(
+        "--min-effect",
+        help=(
+            "relative change inside which an interval reads no_difference, and beyond which "
+            "it must reach for improved/regressed, e.g. 0.03"
+        ),
+    ),
 ]
 
 

@@ -52,7 +52,7 @@ class JudgeOptions:
     seed: int | None = None
     measure: bool = True  # speed phase after correctness (never for a rejected candidate)
     budget_s: float | None = None  # measurement time budget
-    min_effect: float | None = None  # smallest relative change that earns improved/regressed
+    min_effect: float | None = None  # the no_difference band (an interval inside it); None = task's
     aa: bool = False  # also run an A/A control (baseline vs itself) and report the noise floor
     progress: Callable[[str, float], None] | None = None  # (phase message, fraction done)
     sandbox: SandboxPolicy | None = None  # isolation measures; None = all the machine allows

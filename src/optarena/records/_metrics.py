@@ -38,7 +38,10 @@ class _Model(BaseModel):
 class SpeedProtocol(_Model):
     """The frozen measurement protocol of one comparison."""
 
-    min_effect: float = Field(description="smallest relative change that earns a verdict")
+    min_effect: float = Field(
+        description="relative change inside which an interval reads no_difference; "
+        "improved/regressed need one that excludes no change and reaches beyond it"
+    )
     budget_s: float = Field(
         description="time budget for the whole comparison (stretched by up to half of it "
         "where that reaches min_pairs, never past the judgement's deadline)"

@@ -68,7 +68,10 @@ class JudgeSettings(_Model):
     budget_s: float | None = Field(default=None, description="measurement budget; None = task's")
     min_effect: float | None = Field(
         default=None,
-        description="smallest relative change that earns improved/regressed; None = task's",
+        description=(
+            "relative change inside which an interval reads no_difference; improved/regressed "
+            "need one that excludes no change and reaches beyond it; None = task's"
+        ),
     )
 
 

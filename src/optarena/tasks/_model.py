@@ -181,7 +181,10 @@ class MeasurementDefaults(_Strict):
         default=0.03,
         gt=0.0,
         lt=1.0,
-        description="smallest relative change worth a verdict (0.03 = 3%)",
+        description=(
+            "relative change inside which an interval reads no_difference, and beyond which "
+            "it must reach for improved/regressed (0.03 = 3%)"
+        ),
     )
     budget_s: float = Field(default=30.0, gt=0.0, description="measurement time budget (s)")
     warmup_calls: int = Field(

@@ -208,6 +208,39 @@ def test_a_pair_with_a_worker_that_could_not_be_frozen_does_not_count(
     assert all(w.pairs[0].pair != 0 for w in result.comparison.workloads if w.pairs)
 
 
+def test_a_pair_whose_clock_gave_a_call_no_time_is_discarded_not_a_crash(
+    small_task: Task, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside a CPU-burning neighbour the cgroup's CPU count once gave a timed call a tile of
+    zero, and the round's ratio raised ValueError out of the judge. Such a pair is no
+    measurement: it is discarded and says why."""
+    # private: monkeypatched (a clock that gives one worker's last call of each run nothing)
+    from optarena.judge.client import _worker as _client
+
+    real = _client.WorkerClient.run_calls
+    hit: list[str] = []
+
+    def stalled(self: _client.WorkerClient, *args: object, **kwargs: object) -> object:
+        results = real(self, *args, **kwargs)  # type: ignore[arg-type]
+        if "pair0-b" in str(self.log_path) and results:
+            last = results[-1]
+            if last.cpu_ns is not None:
+                last.cpu_ns = 0
+            else:
+                last.wall_ns = 0
+            hit.append(str(self.log_path))
+        return results
+
+    monkeypatch.setattr(_client.WorkerClient, "run_calls", stalled)
+    base = small_task.baseline_dir
+    result = compare(small_task, base, base, JudgeOptions(budget_s=BUDGET_S, seed=5))
+    assert hit and result.comparison is not None
+    stop = result.comparison.stop
+    assert stop.discarded and "no time" in stop.discarded[0], stop
+    assert "arm b" in stop.discarded[0]
+    assert all(w.pairs[0].pair != 0 for w in result.comparison.workloads if w.pairs)
+
+
 def test_compare_two_candidates(small_task: Task, cand: Callable[[str], Path]) -> None:
     slow = cand(SLOW_2X)
     result = compare(small_task, small_task.baseline_dir, slow, JudgeOptions(budget_s=BUDGET_S))

@@ -89,7 +89,8 @@ class DeadlineReached(Exception):
 
 
 class PairDiscarded(Exception):
-    """The pair ran but is no evidence (an idle arm could not be frozen); it does not count."""
+    """The pair ran but is no evidence (an idle arm could not be frozen, a clock that gave a
+    call no time); it does not count."""
 
 
 class PairSession:
@@ -180,6 +181,10 @@ class PairSession:
             for arm in ARMS:
                 for finding in stray_findings(self.workers[arm]):
                     raise ArmFailure(arm, finding, None)
+            for name, acc in samples.items():
+                why = acc.unreadable()
+                if why is not None:
+                    raise PairDiscarded(f"workload {name}: {why}")
             freeze = _freeze_method(self.workers.values())
         finally:
             for worker in self.workers.values():

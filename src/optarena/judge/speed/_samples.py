@@ -68,6 +68,18 @@ class WorkloadSamples:
             for i in range(0, len(data["a"]), n)
         ]
 
+    def unreadable(self) -> str | None:
+        """Why a clock gave a counted call no time at all (a tile of zero or less), or None.
+        A call runs for at least a few microseconds; a tile without time is a count that did
+        not advance over it (seen on the cgroup's CPU count, beside a CPU-burning neighbour),
+        no measurement of the call, and a ratio of its round cannot be formed."""
+        for name, clock in (("CPU", self.cpu), ("wall", self.wall)):
+            for arm, xs in clock.items():
+                bad = sum(x <= 0 for x in xs)
+                if bad:
+                    return f"the {name} clock gave {bad} of arm {arm}'s {len(xs)} calls no time"
+        return None
+
     def log_ratio(self, clock: str) -> float:
         """The pair's statistic: the mean over its rounds, as many ABBA as BAAB, so the
         advantage of running two slots back to back cancels."""
