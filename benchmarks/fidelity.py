@@ -297,7 +297,10 @@ def detection(task: Task, args: argparse.Namespace, console: Console) -> dict[st
                 # before 2026-12-06 it also needed the estimate beyond min_effect, and an
                 # effect of exactly min_effect read `regressed` about half the time.
                 slower += run.ci is not None and run.ci[0] > 1.0
-                console.log(f"{task.id} {name} #{i + 1}: {run.verdict} {run.ratio} {run.ci}")
+                console.log(
+                    f"{task.id} {name} #{i + 1}: {run.verdict} {run.ratio} {run.ci}"
+                    f" (other clock: {run.cross or '-'})"
+                )
             failed = [v for v in verdicts if v.startswith("failed")]
             hits = (
                 sum(v in ("improved", "regressed") for v in verdicts)

@@ -70,6 +70,7 @@ class Run:
     pairs: int = 0
     stop: str = ""
     ci: list[float] | None = None  # the ratio's 95% interval (paired protocol only)
+    cross: str = ""  # the other clock's verdict, ratio and interval (paired protocol only)
 
 
 @dataclass
@@ -103,9 +104,11 @@ def paired(
     if out.comparison is None:
         return Run("paired", "", None, f"failed: {out.failure}", seconds)
     c = out.comparison
+    x = c.crosscheck
+    cross = "" if x is None else f"{x.verdict} {x.ratio} {x.ratio_ci}"
     return Run(
         "paired", "", c.overall.ratio, c.overall.verdict, seconds, c.stop.pairs, c.stop.reason,
-        c.overall.ratio_ci,
+        c.overall.ratio_ci, cross,
     )  # fmt: skip
 
 
