@@ -208,13 +208,10 @@ def test_a_pair_with_a_worker_that_could_not_be_frozen_does_not_count(
     assert all(w.pairs[0].pair != 0 for w in result.comparison.workloads if w.pairs)
 
 
-def test_a_pair_whose_clock_gave_a_call_no_time_is_discarded_not_a_crash(
-    small_task: Task, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Beside a CPU-burning neighbour the cgroup's CPU count once gave a timed call a tile of
-    zero, and the round's ratio raised ValueError out of the judge. Such a pair is no
-    measurement: it is discarded and says why."""
-    # private: monkeypatched (a clock that gives one worker's last call of each run nothing)
+def _stall_clock(monkeypatch: pytest.MonkeyPatch, every_call: bool) -> list[str]:
+    """Pair 0's arm b gets a clock that gave the last call of each run (or every call) no
+    time; returns the runs it touched."""
+    # private: monkeypatched (a clock that gives one worker's calls nothing)
     from optarena.judge.client import _worker as _client
 
     real = _client.WorkerClient.run_calls
@@ -223,15 +220,39 @@ def test_a_pair_whose_clock_gave_a_call_no_time_is_discarded_not_a_crash(
     def stalled(self: _client.WorkerClient, *args: object, **kwargs: object) -> object:
         results = real(self, *args, **kwargs)  # type: ignore[arg-type]
         if "pair0-b" in str(self.log_path) and results:
-            last = results[-1]
-            if last.cpu_ns is not None:
-                last.cpu_ns = 0
-            else:
-                last.wall_ns = 0
+            for r in results if every_call else results[-1:]:
+                if r.cpu_ns is not None:
+                    r.cpu_ns = 0
+                else:
+                    r.wall_ns = 0
             hit.append(str(self.log_path))
         return results
 
     monkeypatch.setattr(_client.WorkerClient, "run_calls", stalled)
+    return hit
+
+
+def test_a_call_whose_clock_gave_it_no_time_counts_and_is_not_a_crash(
+    small_task: Task, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside a CPU-burning neighbour the cgroup's CPU count once gave a timed call a tile of
+    zero, and the round's ratio raised ValueError out of the judge. A tile of zero is time
+    accounted late (to the next call); the round's mean is over every call, so the pair
+    counts as it is: discarding it would let whatever causes a late count choose the pairs."""
+    hit = _stall_clock(monkeypatch, every_call=False)
+    base = small_task.baseline_dir
+    result = compare(small_task, base, base, JudgeOptions(budget_s=BUDGET_S, seed=5))
+    assert hit and result.comparison is not None and result.failure is None
+    assert not result.comparison.stop.discarded
+    assert any(p.pair == 0 for w in result.comparison.workloads for p in w.pairs)
+
+
+def test_a_round_without_time_is_discarded_not_a_crash(
+    small_task: Task, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Negative control: a clock that gave every call of an arm nothing has measured nothing;
+    that pair does not count and says why."""
+    hit = _stall_clock(monkeypatch, every_call=True)
     base = small_task.baseline_dir
     result = compare(small_task, base, base, JudgeOptions(budget_s=BUDGET_S, seed=5))
     assert hit and result.comparison is not None

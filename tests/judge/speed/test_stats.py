@@ -50,6 +50,16 @@ def test_round_log_ratio_is_over_every_call() -> None:
         round_log_ratio([100], [0])
     with pytest.raises(ValueError):
         round_log_ratio([], [1])
+    with pytest.raises(ValueError):
+        round_log_ratio([100, 100], [-5, 300])  # a clock that went backwards
+
+
+def test_a_call_counted_late_moves_time_between_tiles_not_out_of_the_round() -> None:
+    """The cgroup's CPU count once gave a call a tile of zero beside a CPU-burning neighbour
+    (its time went to the next call's tile) and the round raised ValueError out of the judge.
+    The tiles add up to the run's exact total, and the ratio is of means over every call."""
+    late = round_log_ratio([100, 100, 100, 100], [220, 0, 440, 220])
+    assert late == pytest.approx(round_log_ratio([100, 100, 100, 100], [220, 220, 220, 220]))
 
 
 def test_work_moved_into_one_call_is_not_dropped() -> None:

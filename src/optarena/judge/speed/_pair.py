@@ -89,8 +89,8 @@ class DeadlineReached(Exception):
 
 
 class PairDiscarded(Exception):
-    """The pair ran but is no evidence (an idle arm could not be frozen, a clock that gave a
-    call no time); it does not count."""
+    """The pair ran but is no evidence (an idle arm could not be frozen, a clock that went
+    backwards or gave an arm's round no time); it does not count."""
 
 
 class PairSession:

@@ -69,15 +69,22 @@ class WorkloadSamples:
         ]
 
     def unreadable(self) -> str | None:
-        """Why a clock gave a counted call no time at all (a tile of zero or less), or None.
-        A call runs for at least a few microseconds; a tile without time is a count that did
-        not advance over it (seen on the cgroup's CPU count, beside a CPU-burning neighbour),
-        no measurement of the call, and a ratio of its round cannot be formed."""
+        """Why an arm's clock cannot give this workload's rounds a ratio, or None.
+
+        A single call's tile of zero is no such reason: the cgroup's CPU count gave one beside
+        a CPU-burning neighbour (time accounted late, to the next call: the tiles still add up
+        to the run's exact total, and a round's ratio is of means over every call). Dropping
+        the pair for it would let whatever can cause a late count choose which pairs count.
+        A clock that went backwards, or a round of an arm with no time at all, is no
+        measurement."""
+        n = 2 * self.calls_per_slot
         for name, clock in (("CPU", self.cpu), ("wall", self.wall)):
-            for arm, xs in clock.items():
-                bad = sum(x <= 0 for x in xs)
-                if bad:
-                    return f"the {name} clock gave {bad} of arm {arm}'s {len(xs)} calls no time"
+            for arm in ("a", "b"):
+                xs = clock.get(arm) or []
+                if any(x < 0 for x in xs):
+                    return f"the {name} clock went backwards over a call of arm {arm}"
+                if n and any(sum(xs[i : i + n]) <= 0 for i in range(0, len(xs), n)):
+                    return f"the {name} clock gave a round of arm {arm}'s calls no time"
         return None
 
     def log_ratio(self, clock: str) -> float:
