@@ -60,11 +60,12 @@ def decide_treatment(
             )
         return "undecided", f"too few pairs to decide ({e.n}; at least {min_pairs} needed)"
     lo, hi = e.lo, e.hi
-    if -margin <= lo and hi <= margin:
+    side = stats.interval_side(lo, hi, margin)
+    if side == "within":
         return "no_difference", f"interval {lo:+.3f}..{hi:+.3f} within +-{margin:.3f}"
-    if lo > 0:
+    if side == "above":
         return "better", f"interval {lo:+.3f}..{hi:+.3f} above 0, reaching beyond {margin:.3f}"
-    if hi < 0:
+    if side == "below":
         return "worse", f"interval {lo:+.3f}..{hi:+.3f} below 0, reaching beyond {margin:.3f}"
     return (
         "undecided",

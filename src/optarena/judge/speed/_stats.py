@@ -227,6 +227,23 @@ def log_threshold(min_effect: float) -> float:
     return math.log1p(min_effect)
 
 
+Side = Literal["within", "above", "below", "spans"]
+
+
+def interval_side(lo: float, hi: float, m: float) -> Side:
+    """Where an interval lies against 0 and the band +-m: inside the band (`within`, even
+    where it excludes 0), wholly above or below 0 and reaching beyond the band, or holding 0
+    and reaching beyond it (`spans`). The one rule every verdict is read from (the judge's
+    speed verdicts, experiments' treatments)."""
+    if -m <= lo and hi <= m:
+        return "within"
+    if lo > 0:
+        return "above"
+    if hi < 0:
+        return "below"
+    return "spans"
+
+
 def decide(e: Estimate, min_effect: float, noise_floor: float | None = None) -> tuple[Verdict, str]:
     """The four-way verdict for log(b / a), from the interval alone, with the reason in words.
 
@@ -247,11 +264,12 @@ def decide(e: Estimate, min_effect: float, noise_floor: float | None = None) -> 
         why = "zero variance: identical samples" if ZERO_VARIANCE in e.notes else "too few samples"
         return "inconclusive", f"{why} ({e.n} pairs)"
     span = f"interval {_pct(e.lo)} .. {_pct(e.hi)}"
-    if -m <= e.lo and e.hi <= m:
+    side = interval_side(e.lo, e.hi, m)
+    if side == "within":
         return "no_difference", f"{span} lies within +-{min_effect:.1%}"
-    if e.lo <= 0 <= e.hi:
+    if side == "spans":
         return "inconclusive", f"{span} holds 0 and reaches beyond +-{min_effect:.1%}"
-    verdict: Verdict = "regressed" if e.lo > 0 else "improved"
+    verdict: Verdict = "regressed" if side == "above" else "improved"
     if noise_floor is not None and abs(e.estimate) <= noise_floor:
         return "inconclusive", f"effect {_pct(e.estimate)} is inside the A/A noise floor"
     return verdict, f"{span} excludes 0 and reaches beyond {min_effect:.1%}"
