@@ -359,6 +359,41 @@ def test_remembering_the_replayed_input_earns_nothing(
     assert "judge_error" not in result.reason_codes, result.reasons
 
 
+# Against verdicts from the interval (an effect of 1.5-3% whose interval excludes no change now
+# reads improved where the estimate once had to pass 3%): a copy of the baseline that keeps
+# every temporary and output of its counted calls alive and lets them all go in the slot's
+# uncounted replay (the input it answered last, told apart by its first bytes), so the frees
+# a caller's loop pays per call fall outside every counted window.
+DEFER_TO_REPLAY = """
+import numpy as np
+_kept = []
+_last = None
+def rmsnorm(x, weight, *, eps):
+    global _last
+    key = (x.shape, x.reshape(-1)[:16].tobytes())
+    if key == _last:
+        _kept.clear()
+    _last = key
+    sq = x * x
+    ms = np.mean(sq, axis=-1, keepdims=True)
+    den = np.sqrt(ms + eps)
+    normed = x / den
+    out = normed * weight
+    _kept.extend((sq, ms, den, normed, out))
+    return out
+"""
+
+
+@pytest.mark.slow
+def test_frees_deferred_to_the_replay_earn_nothing(timed_task: Task, judge_source: JudgeFn) -> None:
+    """The replay carries no new input, but a candidate can tell it apart and do there what it
+    put off in its counted calls (here: freeing their temporaries and outputs). CPU the worker
+    spends in it is still the run's, but not a counted call's."""
+    result = judge_source(timed_task, DEFER_TO_REPLAY, JudgeOptions(budget_s=6.0))
+    _never_improved(result, "frees deferred to the replay")
+    assert "judge_error" not in result.reason_codes, result.reasons
+
+
 REACH = {
     # the loop's objects through the collector: its Worker, pipes, input area, templates
     "gc": "import gc\n_found = [o for o in gc.get_objects() if type(o).__name__ == 'Worker']\n",
