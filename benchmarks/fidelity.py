@@ -48,12 +48,14 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _calibration import comparison_effect, misses, pooled_miss_rate
 from judge_noise import PLANTED, paired, planted_candidate
 
 from optarena.judge.client._worker_env import WORKER_THREAD_ENV
 from optarena.judge.correctness._phase import derive_seed
 from optarena.judge.speed._arms import copy_arm
 from optarena.judge.speed._measure import Measurement, MeasurePlan
+from optarena.judge.speed._stats import estimate
 from optarena.tasks import BUILTIN_DIR, Task, load_task, unmet_requirements
 
 HERE = Path(__file__).resolve().parent
@@ -284,6 +286,8 @@ def detection(task: Task, args: argparse.Namespace, console: Console) -> dict[st
             conditions.append((f"+{f:.0%}", _planted(task, f, root / f"p{f}", twice=False)))
         for name, other in conditions:
             verdicts, ratios, slower = [], [], 0
+            pairs: list[list[float]] = []
+            intervals: list[list[float] | None] = []
             for i in range(args.runs):
                 work = root / f"{name.replace('/', '').strip('+%')}{i}"
                 work.mkdir()
@@ -297,6 +301,8 @@ def detection(task: Task, args: argparse.Namespace, console: Console) -> dict[st
                 # before 2026-12-06 it also needed the estimate beyond min_effect, and an
                 # effect of exactly min_effect read `regressed` about half the time.
                 slower += run.ci is not None and run.ci[0] > 1.0
+                pairs.append(run.pair_log_ratios)
+                intervals.append(None if run.ci is None else [math.log(x) for x in run.ci])
                 console.log(
                     f"{task.id} {name} #{i + 1}: {run.verdict} {run.ratio} {run.ci}"
                     f" (other clock: {run.cross or '-'})"
@@ -316,8 +322,34 @@ def detection(task: Task, args: argparse.Namespace, console: Console) -> dict[st
                 "verdicts": dict(sorted(collections.Counter(verdicts).items())),
                 "failed": len(failed),
                 "first_failure": failed[0] if failed else None,
+                "pair_log_ratios": pairs,
             }
+            if name == "A/A":
+                out[name]["calibration"] = calibration(task, pairs, intervals)
     return out
+
+
+def calibration(
+    task: Task, pairs: list[list[float]], intervals: list[list[float] | None]
+) -> dict[str, Any]:
+    """Whether the A/A intervals miss no change as often as their confidence allows, and if
+    not, why (`_calibration`): the observed misses, the same interval's miss rate on all the
+    pairs shuffled into comparisons of the usual size, and the comparison effect."""
+    m = task.spec.measurement
+
+    def interval(xs: list[float], i: int) -> tuple[float, float] | None:
+        e = estimate(xs, m.confidence, i, m.min_pairs)
+        return None if e.lo is None or e.hi is None else (e.lo, e.hi)
+
+    sizes = sorted(len(p) for p in pairs if p)
+    return {
+        "confidence": m.confidence,
+        "comparisons": len(sizes),
+        "pairs": [sizes[0], statistics.median_low(sizes), sizes[-1]] if sizes else None,
+        "misses": misses(intervals),
+        "pooled_miss_rate": pooled_miss_rate(pairs, interval, draws=400, seed=1),
+        "comparison_effect": comparison_effect(pairs),
+    }
 
 
 @contextlib.contextmanager
@@ -381,6 +413,20 @@ def render_workloads(rows: list[Row]) -> Table:
     return table
 
 
+def render_calibration(tid: str, cal: dict[str, Any]) -> str:
+    def num(x: float | None, fmt: str) -> str:
+        return "-" if x is None else format(x, fmt)
+
+    lo_med_hi = "/".join(str(n) for n in cal["pairs"] or [])
+    return (
+        f"{tid} A/A calibration: {cal['misses']}/{cal['comparisons']} intervals exclude no "
+        f"change; the same interval on all pairs reshuffled (pairs per comparison min/median/"
+        f"max {lo_med_hi}): {num(cal['pooled_miss_rate'], '.1%')} (allowed "
+        f"{1 - cal['confidence']:.0%}); comparison effect F = "
+        f"{num(cal['comparison_effect'], '.2f')} (about 1: none)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     cpu_tasks = [
         p.name
@@ -425,6 +471,9 @@ def main(argv: list[str] | None = None) -> int:
             + " (" + ", ".join(f"{n} {c}" for n, c in v["verdicts"].items()) + ")"
             + (f", FAILED {v['failed']}/{v['runs']} ({v['first_failure']})" if v["failed"] else "")
             for k, v in d.items()))  # fmt: skip
+        cal = d.get("A/A", {}).get("calibration")
+        if cal:
+            out.print(render_calibration(tid, cal))
     out.print(f"load average {report['load'][0]:.2f} at start, {report['load'][1]:.2f} at end")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

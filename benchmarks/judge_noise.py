@@ -71,6 +71,9 @@ class Run:
     stop: str = ""
     ci: list[float] | None = None  # the ratio's 95% interval (paired protocol only)
     cross: str = ""  # the other clock's verdict, ratio and interval (paired protocol only)
+    # per process pair, the mean log-ratio over timed workloads on the verdict clock (what the
+    # overall interval is over; paired protocol only)
+    pair_log_ratios: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -106,9 +109,10 @@ def paired(
     c = out.comparison
     x = c.crosscheck
     cross = "" if x is None else f"{x.verdict} {x.ratio} {x.ratio_ci}"
+    per_workload = [[p.log_ratio for p in w.pairs] for w in c.workloads]
     return Run(
         "paired", "", c.overall.ratio, c.overall.verdict, seconds, c.stop.pairs, c.stop.reason,
-        c.overall.ratio_ci, cross,
+        c.overall.ratio_ci, cross, [statistics.fmean(ws) for ws in zip(*per_workload, strict=True)],
     )  # fmt: skip
 
 

@@ -1,0 +1,55 @@
+"""The A/A calibration checks of `benchmarks/fidelity.py`, on literal numbers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from _calibration import comparison_effect, misses, pooled_miss_rate
+
+
+def test_comparisons_no_more_alike_inside_than_between_read_about_one() -> None:
+    # every comparison holds the same three values: their means agree exactly
+    assert comparison_effect([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]) == 0.0
+    # means 0.05 and 1.05 (grand 0.55): between = 2 * (0.25 + 0.25) / 1 = 1.0;
+    # within = 4 * 0.0025 / (4 - 2) = 0.005
+    assert comparison_effect([[0.0, 0.1], [1.0, 1.1]]) == pytest.approx(200.0)
+
+
+def test_a_comparison_effect_that_cannot_be_had_is_none() -> None:
+    assert comparison_effect([[1.0, 2.0]]) is None  # one comparison
+    assert comparison_effect([[1.0], [2.0]]) is None  # no spread within any
+    assert comparison_effect([[1.0, 1.0], [2.0, 2.0]]) is None
+
+
+def test_the_pooled_miss_rate_counts_intervals_that_exclude_zero() -> None:
+    groups = [[0.01, -0.02, 0.03], [0.0, 0.02, -0.01], [0.05, -0.04, 0.0]]
+    drawn: list[list[float]] = []
+
+    def never(xs: list[float], i: int) -> tuple[float, float]:
+        drawn.append(xs)
+        return (-1.0, 1.0)
+
+    assert pooled_miss_rate(groups, never, draws=50, seed=3) == 0.0
+    assert all(len(xs) == 3 for xs in drawn)  # the median comparison's size
+    pool = sorted(x for g in groups for x in g)
+    centred = sorted(x - sum(pool) / len(pool) for x in pool)
+    assert all(min(xs) >= centred[0] - 1e-12 and max(xs) <= centred[-1] + 1e-12 for xs in drawn)
+    assert pooled_miss_rate(groups, lambda xs, i: (0.5, 1.0), draws=10, seed=3) == 1.0
+    assert pooled_miss_rate(groups, lambda xs, i: None, draws=10, seed=3) == 0.0  # no interval
+    # the same seed, the same draws
+    first = pooled_miss_rate(groups, lambda xs, i: (xs[0], xs[0] + 1.0), draws=40, seed=7)
+    again = pooled_miss_rate(groups, lambda xs, i: (xs[0], xs[0] + 1.0), draws=40, seed=7)
+    assert first == again and first is not None and 0.0 < first < 1.0
+
+
+def test_a_pooled_miss_rate_that_cannot_be_had_is_none() -> None:
+    assert pooled_miss_rate([], lambda xs, i: (0.0, 1.0), draws=10, seed=1) is None
+    assert pooled_miss_rate([[0.1], [0.2]], lambda xs, i: (0.0, 1.0), draws=10, seed=1) is None
+
+
+def test_misses_are_intervals_on_one_side_of_zero() -> None:
+    assert misses([[-0.01, 0.02], [0.001, 0.03], [-0.05, -0.01], None, [0.0, 0.1]]) == 2
