@@ -9,10 +9,10 @@ causes, and they call for different fixes:
   spread between comparisons' means to what the spread within them predicts: about 1 where
   there is none, well above 1 where there is;
 - the interval itself, over so few pairs (6 to 12), on this distribution. `pooled_miss_rate`
-  shuffles all the pairs into comparisons of the usual size, centred on no change (so neither
-  cause of the first kind is left), and counts how often the interval misses no change.
+  shuffles all the pairs into comparisons of the usual size, centred on no change (so no
+  comparison effect is left), and counts how often the interval misses no change.
 
-Small pure functions, tested on literal numbers (tests/judge/speed/test_calibration.py).
+Small pure functions, tested on literal numbers (tests/benchmarks/test_calibration.py).
 """
 
 from __future__ import annotations
