@@ -58,10 +58,14 @@ def pooled_miss_rate(
     misses = 0
     for i in range(draws):
         got = interval([float(x) for x in rng.choice(pool, size=size, replace=False)], i)
-        misses += got is not None and (got[0] > 0 or got[1] < 0)
+        misses += _excludes_zero(got)
     return misses / draws
 
 
 def misses(intervals: Sequence[Sequence[float] | None]) -> int:
     """Intervals (on the log scale) that exclude 0."""
-    return sum(1 for ci in intervals if ci is not None and (ci[0] > 0 or ci[1] < 0))
+    return sum(_excludes_zero(ci) for ci in intervals)
+
+
+def _excludes_zero(ci: Sequence[float] | None) -> bool:
+    return ci is not None and (ci[0] > 0 or ci[1] < 0)

@@ -38,6 +38,7 @@ from optarena.judge.client._worker import WorkerClient
 from optarena.judge.correctness._phase import area_sizes, array_inputs, derive_seed
 from optarena.judge.speed._arms import copy_arm
 from optarena.judge.speed._measure import Measurement, MeasurePlan
+from optarena.judge.speed._stats import mean_rows
 from optarena.tasks import Task, resolve_task
 
 PLANTED = """
@@ -112,7 +113,7 @@ def paired(
     per_workload = [[p.log_ratio for p in w.pairs] for w in c.workloads]
     return Run(
         "paired", "", c.overall.ratio, c.overall.verdict, seconds, c.stop.pairs, c.stop.reason,
-        c.overall.ratio_ci, cross, [statistics.fmean(ws) for ws in zip(*per_workload, strict=True)],
+        c.overall.ratio_ci, cross, mean_rows(list(zip(*per_workload, strict=True))),
     )  # fmt: skip
 
 
