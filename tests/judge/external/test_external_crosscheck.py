@@ -195,3 +195,44 @@ def test_a_faster_candidate_is_confirmed_even_if_its_scaled_part_took_no_time() 
     c = _check(_scaled(0.01, (1.010, 1.480), (0.900, 0.860)))
     assert c.outcome == "confirmed" and c.ratio is not None and c.ratio <= 0.01
     assert c.ratio_ci is None  # every round at the floor: no interval, the sign of each round
+
+
+def _scaled_logs(metric: float, os_ratios: list[float]) -> list[BenchmarkRound]:
+    """Scaled rounds whose candidate's scaled part is `os_ratios[i]` of the baseline's 0.47 s
+    (exact: no added noise), so the OS's interval is the one these ratios give."""
+    out = []
+    for i, x in enumerate(os_ratios):
+        low = ScaleRuns(
+            baseline=1.0, candidate=metric, baseline_wall_s=1.01, candidate_wall_s=1.01,
+            baseline_cpu_s=1.01, candidate_cpu_s=1.01,
+        )  # fmt: skip
+        ch = 1.01 + 0.47 * x
+        out.append(
+            BenchmarkRound(
+                order="AB" if i % 2 == 0 else "BA", baseline=1.0, candidate=metric,
+                baseline_wall_s=1.48, candidate_wall_s=ch, baseline_cpu_s=1.48,
+                candidate_cpu_s=ch, log_ratio=math.log(metric), low=low,
+            )
+        )  # fmt: skip
+    return out
+
+
+def test_an_os_interval_that_barely_excludes_no_change_does_not_confirm_a_large_claim() -> None:
+    """CI, 807aabd: a kernel left as it was, with a clock_gettime linked in that runs 20x slow,
+    so the metric claims 0.050. Over 4 rounds the OS's scaled part read 0.956 (0.857..0.994):
+    it excluded no change on the metric's side by 0.6%, and a check by direction alone
+    'confirmed' a 20x claim (`improved`, about 1 run in 40). The OS must itself show an effect
+    beyond min_effect: an interval reaching within 5% of no change confirms nothing."""
+    rounds = _scaled_logs(0.05, [0.857, 0.994, 0.93, 0.975])
+    c = _check(rounds)
+    assert c.ratio_ci is not None and c.ratio_ci[1] < 1  # excludes no change, as in CI
+    assert c.ratio_ci[1] > 1 / 1.05  # ... but reaches within min_effect of it
+    assert c.outcome == "unresolved", c.why
+    assert "not by 5% for certain" in c.why and "metric ratio 0.050" in c.why
+    assert c.advice is not None and "scale.high" in c.advice
+    # the same claim of a slowdown: confirmed only beyond +5%, not by 1.006..1.16
+    slower = _check(_scaled_logs(20.0, [1.16, 1.006, 1.07, 1.03]))
+    assert slower.outcome == "unresolved" and "slower, but not by 5%" in slower.why
+    # negative controls: an OS interval wholly beyond 5% confirms, whatever the metric's size
+    assert _check(_scaled_logs(0.05, [0.86, 0.93, 0.90, 0.92])).outcome == "confirmed"
+    assert _check(_scaled_logs(20.0, [1.16, 1.08, 1.10, 1.12])).outcome == "confirmed"

@@ -3,9 +3,14 @@
 The metric is printed by a process that runs the candidate's code, which can edit the clock the
 benchmark reads or print a better number after it: on its own it is not evidence. Each run's
 CPU time (the sandbox cgroup's count, which nothing in the run can edit) goes the same way as a
-real speed-up. So a speed verdict needs the OS's 95% interval over the same rounds to exclude no
-change on the metric's side; the magnitude stays the metric's, and both are kept in the rounds.
-CPU time is used where every run has it (a loaded machine disturbs it far less), else wall.
+real speed-up. So a speed verdict needs the OS's 95% interval over the same rounds to lie
+wholly beyond min_effect on the metric's side: the OS on its own must show an effect the task
+calls worth a verdict. An interval that merely excludes no change is not enough: a forged
+metric claiming 20x on a kernel left as it was read `improved` in about 1 run in 40 (CI), its
+OS ratio 0.956 (0.857..0.994) over 4 rounds "confirming" the direction. The magnitude stays the
+metric's (the OS's view of the timed part is diluted by whatever else each run does, e.g. the
+stencil's 0.14 against the OS's 0.32-0.51), and both are kept in the rounds. CPU time is used
+where every run has it (a loaded machine disturbs it far less), else wall.
 
 Over whole runs (`process`), start-up, compiling and checking answers dilute the OS's view: an
 honest kernel 8x faster that is 2% of its process moves the OS's count less than its noise. A
@@ -150,7 +155,7 @@ def os_check(
     ci = None if e.lo is None or e.hi is None else [math.exp(e.lo), math.exp(e.hi)]
     said = f"metric ratio {mratio:.3f}, {t.clock} ratio {'-' if est is None else f'{est:.3f}'}"
     said += f" ({_span(e)}, {len(rounds)} rounds)"
-    outcome, why, advice = _outcome(mlog, ci, head, said, t, scaled)
+    outcome, why, advice = _outcome(mlog, ci, head, said, t, scaled, min_effect)
     return OsCheck(
         outcome=outcome, basis=basis, clock=t.clock, ratio=est, ratio_ci=ci, metric_ratio=mratio,
         why=why, advice=advice,
@@ -158,11 +163,15 @@ def os_check(
 
 
 def _outcome(
-    mlog: float, ci: list[float] | None, head: str, said: str, t: _Times, scaled: bool
-) -> tuple[OsOutcome, str, str | None]:
-    """(outcome, why, advice) from the OS's interval against the metric's side."""
-    if ci is not None and (ci[1] < 1 if mlog < 0 else ci[0] > 1):
-        return "confirmed", f"{head} confirms the metric's direction: {said}", None
+    mlog: float, ci: list[float] | None, head: str, said: str, t: _Times, scaled: bool,
+    min_effect: float,
+) -> tuple[OsOutcome, str, str | None]:  # fmt: skip
+    """(outcome, why, advice) from the OS's interval against the metric's side: confirmed only
+    where the whole interval lies beyond min_effect that way (see the module docstring)."""
+    edge = 1 / (1 + min_effect) if mlog < 0 else 1 + min_effect
+    if ci is not None and (ci[1] < edge if mlog < 0 else ci[0] > edge):
+        why = f"{head} confirms the metric's direction, beyond {min_effect:.0%}: {said}"
+        return "confirmed", why, None
     if mlog < 0 and len(t.logs) >= 4 and all(x == math.log(_FLOOR) for x in t.logs):
         # no interval (every round the same), but in each the candidate's high-size run took
         # less OS time than the baseline's low-size one: the sign of every round agrees
@@ -173,15 +182,23 @@ def _outcome(
         why = f"{head} does not confirm the benchmark's own metric, it shows the opposite: {said}"
         return "contradicted", why, None
     why = f"{head} does not confirm the benchmark's own metric, nor contradict it: {said}"
+    if ci is not None and (ci[1] < 1 if mlog < 0 else ci[0] > 1):
+        near = "faster" if mlog < 0 else "slower"
+        why += (
+            f"; its interval shows the candidate {near}, but not by {min_effect:.0%} for certain "
+            f"(it reaches within {min_effect:.0%} of no change)"
+        )
+    else:
+        why += "; its interval includes no change"
     if scaled:
         part = t.baseline_part_s or 0.0
         why += (
-            f"; its interval includes no change: the effect is not there, or it is within the "
-            f"runs' noise (the baseline's scaled part took {part:.3f} s)"
+            f": the effect the metric claims is not there, or it is within the runs' noise (the "
+            f"baseline's scaled part took {part:.3f} s)"
         )
         return "unresolved", why, "if the effect is real: " + _RAISE_ADVICE
     why += (
-        "; its interval includes no change: the effect is not there, or what the metric times "
-        "is a small part of each run (start-up, compiling or checking answers outweigh it)"
+        ": the effect the metric claims is not there, or what the metric times is a small part "
+        "of each run (start-up, compiling or checking answers outweigh it)"
     )
     return "unresolved", why, _SCALE_ADVICE
