@@ -312,9 +312,11 @@ def test_status_names_the_node_and_sigterm_stops_the_driver_on_record(
     assert len(rows) == 2 and all(r.state == "interrupted" for r in rows)
     assert all("KeyboardInterrupt: the experiment run was stopped" in (r.error or "") for r in rows)
     assert all(state.failed_attempts(k) == [] for k in state.rows)  # the user's stop: no retry
-    # The driver cancels each attempt's task with force; Ray ends the worker, and the agent
-    # with it, on its own time (a loaded run once found them a moment after the driver's exit)
-    deadline = time.monotonic() + 60
+    # The driver cancels each attempt's task with force and waits for it to end, so no agent
+    # outlives its exit (a loaded run once found them a moment after it, before the wait). The
+    # kernel reaps an agent's tree when its Ray worker dies (a parent-death signal to the
+    # sandbox's PID 1): allow it a moment, far less than Ray's own time to end a worker.
+    deadline = time.monotonic() + 5
     while _agents_of(tmp_path) and time.monotonic() < deadline:
-        time.sleep(0.5)
+        time.sleep(0.1)
     assert _agents_of(tmp_path) == []

@@ -64,6 +64,7 @@ from optarena.trials import sigterm_interrupts
 
 USER_STOP = "during ray: KeyboardInterrupt: the experiment run was stopped (Ctrl-C or SIGTERM)"
 MAX_STARTS = 3  # submissions of one attempt lost before it began, then the run stops
+CANCEL_WAIT_S = 60.0  # the longest wait for a cancelled attempt's task to end
 
 
 @dataclass(frozen=True)
@@ -205,9 +206,14 @@ class RayAttempt:
             raise
 
     def _cancel(self, gen: Any) -> None:
-        """End the attempt's task wherever it still runs (its agent with it)."""
+        """End the attempt's task wherever it still runs (its agent with it), and wait for it
+        to end: Ray kills the worker on its own time, and a driver that exited first left the
+        agent running a moment after the run said it had stopped (a loaded CI run), spending
+        on a model with no one left to record it."""
         with contextlib.suppress(Exception):
             self.ray.cancel(gen, force=True)
+        with contextlib.suppress(Exception):  # a task that never started or already ended
+            self.ray.wait([gen.completed()], timeout=CANCEL_WAIT_S)
 
     def _messages(self, gen: Any) -> Iterator[Message]:
         while True:
