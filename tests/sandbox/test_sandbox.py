@@ -150,6 +150,41 @@ def test_dedicated_uid_cannot_touch_the_judge(tmp_path: Path) -> None:
     assert sb.report()["user"].startswith("uid ")
 
 
+# A child of the sandboxed process opens its parent's memory, and its own, through /proc.
+MEM_CHILD = """
+import os
+pp = os.getppid()
+for what, path, mode in (("parent-read", f"/proc/{pp}/mem", os.O_RDONLY),
+                         ("parent-write", f"/proc/{pp}/mem", os.O_RDWR),
+                         ("self-write", "/proc/self/mem", os.O_RDWR)):
+    try:
+        os.close(os.open(path, mode))
+        print(what, "ok")
+    except OSError as e:
+        print(what, "denied", e.errno)
+"""
+
+
+@needs_mounts
+def test_no_process_of_a_sandbox_writes_anothers_memory(tmp_path: Path) -> None:
+    """Red team, 2026-12-06: the processes of one sandbox share a uid and are dumpable, so a
+    child could open its parent's /proc/PID/mem for writing (seccomp stops ptrace and
+    process_vm_writev, not open) and an external benchmark's candidate code set its benchmark
+    script's loop counter to 1. The sandbox's /proc is read-only: the open fails, whoever
+    asks. Control: the parent's memory still opens for reading (what the mount leaves)."""
+    out, _ = run_inside(
+        tmp_path,
+        f"""
+        import subprocess, sys
+        subprocess.run([sys.executable, "-I", "-c", {MEM_CHILD!r}])
+    """,
+    )
+    lines = dict(line.split(" ", 1) for line in out.splitlines())
+    assert lines["parent-read"] == "ok", out
+    assert lines["parent-write"] == "denied 30", out  # EROFS
+    assert lines["self-write"] == "denied 30", out
+
+
 @needs_mounts
 def test_task_hidden_and_scratch_private(tmp_path: Path) -> None:
     task = Path(__file__).resolve().parents[2] / "src/optarena/tasks/builtin/rmsnorm"

@@ -209,7 +209,7 @@ def child_setup(plan: ChildPlan) -> None:
                 os.write(fd, str(os.getpid()).encode())
                 os.close(fd)
             if mount_ns:
-                mount_proc()  # from inside: a procfs shows the namespace of its mounter
+                mount_proc(readonly=True)  # from inside: shows its mounter's namespace
         if mount_ns and plan.root is not None:
             leave_old_root(plan.root)
         os.chdir(plan.workdir)

@@ -176,13 +176,20 @@ def _is_mount_point(path: str) -> bool:
     return any(p == path for p, _ in _mounts_with_flags())
 
 
-def mount_proc() -> None:
+def mount_proc(readonly: bool = False) -> None:
     """In the worker, inside its PID namespace: a fresh procfs over /proc, listing only the
     namespace's processes (the judge, the other arm and every other process disappear).
 
     `hidepid=2` also hides processes of other uids: the namespace's init, a root-owned copy of
-    the judge's process, whose command line would otherwise be readable."""
+    the judge's process, whose command line would otherwise be readable. `readonly`: no file of
+    it opens for writing. The processes of one sandbox share a uid and are dumpable, so each
+    could open another's `/proc/PID/mem` and write it (seccomp stops ptrace and
+    process_vm_writev, not open): an external benchmark's candidate code, in a child of the
+    benchmark's own script, set that script's loop counter to 1 and the OS then "confirmed" a
+    speed-up of work never done (red team, 2026-12-06). A read-only mount refuses the open for
+    writing (EROFS) whoever asks."""
     flags = _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC
+    flags |= _linux.MS_RDONLY if readonly else 0
     _linux.mount("proc", "/proc", "proc", flags, "hidepid=2")
 
 

@@ -9,9 +9,9 @@ Measures (each used where the kernel and our privileges allow it, and reported e
   and giving private, size-limited scratch directories (see `_mounts`);
 - **filesystem**: inside it, every mount read-only except the working directory and scratch,
   so nothing the candidate writes outlives it anywhere else;
-- **pid**: a PID namespace with its own /proc: the worker sees and can signal only its own
-  processes, never the other arm, the judge or anything else on the machine, and everything
-  in it dies with the worker (see `_child`);
+- **pid**: a PID namespace with its own read-only /proc: the worker sees and can signal only
+  its own processes, never the other arm, the judge or anything else on the machine, writes
+  none's memory through /proc/PID/mem, and everything in it dies with the worker (`_child`);
 - **ipc**: an IPC namespace: SysV shared memory, semaphores, message queues and POSIX message
   queues are private and vanish with the worker;
 - **cgroup**: per-worker cgroups (see `_cgroup`): `pids.max` = the task's process limit and a
