@@ -42,6 +42,80 @@ def count_primes(n: int) -> int:
     return sum(flags[: n + 1])
 """
 
+# The answers for the benchmark's whole range, computed by the first run that asks and kept where
+# the seal's digest does not look: an extended attribute of tests/ (red team, 2026-12-06, from the
+# untimed gate; the same in the files' modification times: tests/judge/external/test_external_tree)
+XATTR_CACHE = """
+import os
+_LO, _HI = 59_500, 60_500
+
+
+def _table() -> bytes:
+    try:
+        return os.getxattr("tests", "user.primes")
+    except OSError:
+        below = sum(1 for k in range(_LO) if is_prime(k))
+        data = below.to_bytes(4, "little") + bytes(is_prime(k) for k in range(_LO, _HI + 1))
+        try:
+            os.setxattr("tests", "user.primes", data)
+        except OSError:
+            pass
+        return data
+
+
+def count_primes(n: int) -> int:
+    table = _table() if _LO <= n <= _HI else b""
+    if len(table) == 5 + _HI - _LO:
+        return int.from_bytes(table[:4], "little") + sum(table[4 : 5 + n - _LO])
+    return sum(1 for k in range(n + 1) if is_prime(k))
+"""
+
+# The benchmark's checker is another process, but of the same uid: the child (measure.py, which
+# imports the project) finds the checker's n (a 3.11 int) in its parent's memory through
+# /proc/PPID/mem and sets it to 10, then answers for 10; the checker checks 10 and prints it
+# (red team, 2026-12-06: `improved`, OS `confirmed`, on every seed, before /proc was read-only)
+SHRINK_THE_CHECKERS_N = """
+import os, struct
+
+
+def _shrink_parent_n(n: int) -> bool:
+    pp = os.getppid()
+    try:
+        mem = os.open(f"/proc/{pp}/mem", os.O_RDWR)
+    except OSError:
+        return False
+    hits = 0
+    with open(f"/proc/{pp}/maps") as maps:
+        for line in maps:
+            parts = line.split()
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            if not parts[1].startswith("rw") or hi - lo > 256 << 20:
+                continue
+            if len(parts) > 5 and parts[5] != "[heap]":
+                continue
+            try:
+                buf = os.pread(mem, hi - lo, lo)
+            except OSError:
+                continue
+            at = buf.find(struct.pack("<qI", 1, n))  # ob_size 1, the one digit n
+            while at >= 0:
+                if at % 8 == 0 and at >= 16:
+                    os.pwrite(mem, struct.pack("<I", 10), lo + at + 8)
+                    hits += 1
+                at = buf.find(struct.pack("<qI", 1, n), at + 1)
+    os.close(mem)
+    return hits > 0
+
+
+_slow = count_primes
+
+
+def count_primes(n: int) -> int:
+    if n > 50_000 and _shrink_parent_n(n):
+        return _slow(10)
+    return _slow(n)
+"""
+
 CHEATS = {
     # fast because it looked up the answer to the benchmark's usual question
     "lookup-table": HOT_PATH + "\n_slow = count_primes\n"
@@ -52,6 +126,8 @@ CHEATS = {
     "cache-in-the-worktree": HOT_PATH + CACHE.format(where=".primes-cache.json"),
     "cache-in-tmp": HOT_PATH + CACHE.format(where="/tmp/primes-cache.json"),
     "cache-in-dev-shm": HOT_PATH + CACHE.format(where="/dev/shm/primes-cache.json"),
+    "cache-in-an-xattr": HOT_PATH + XATTR_CACHE,
+    "shrink-the-checkers-n": HOT_PATH + SHRINK_THE_CHECKERS_N,
     # slow the other arm down: put a sleep into the baseline's worktree
     "edit-the-baseline": HOT_PATH
     + """

@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 import random
 
-# private: the OS cross-check, tested on literal readings
+# private: the OS cross-check and a round's log-ratio, tested on literal readings
+from optarena.judge.external._bench import LOG_RATIO_CAP, metric_log_ratio
 from optarena.judge.external._crosscheck import os_check
-from optarena.judge.speed import Estimate, estimate
+from optarena.judge.speed import Estimate, estimate, summarize
 from optarena.records import BenchmarkRound, OsCheck, ScaleRuns
 
 
@@ -236,3 +237,21 @@ def test_an_os_interval_that_barely_excludes_no_change_does_not_confirm_a_large_
     # negative controls: an OS interval wholly beyond 5% confirms, whatever the metric's size
     assert _check(_scaled_logs(0.05, [0.86, 0.93, 0.90, 0.92])).outcome == "confirmed"
     assert _check(_scaled_logs(20.0, [1.16, 1.08, 1.10, 1.12])).outcome == "confirmed"
+
+
+def test_a_metric_of_any_positive_finite_size_gives_a_bounded_log_ratio() -> None:
+    """Red team, 2026-12-06: a candidate printed 5e-324 against a baseline's 3.0; the quotient
+    underflowed to 0.0 and math.log killed the judge (no judgement recorded). A log past about
+    709 would overflow math.exp in the summary just the same. Each round's log is taken as a
+    difference of logs and capped at a ratio of 1e20 either way."""
+    cap = LOG_RATIO_CAP
+    assert metric_log_ratio(3.0, 5e-324, "lower") == -cap
+    assert metric_log_ratio(1e-3, 1.7e308, "lower") == cap
+    assert metric_log_ratio(3.0, 5e-324, "higher") == cap
+    assert metric_log_ratio(2.0, 1.0, "lower") == math.log(0.5)  # an honest one is untouched
+    assert metric_log_ratio(2.0, 1.0, "higher") == math.log(2.0)
+    logs = [-cap] * 6
+    s = summarize(estimate(logs, 0.95, seed=1, min_n=4), 0.05)  # the summary does not overflow
+    assert s.ratio is not None and 0 < s.ratio <= 1e-19
+    rounds = [r.model_copy(update={"log_ratio": -cap}) for r in _rounds(0.5, SAME, SAME)]
+    assert os_check(rounds, _metric(rounds), False, 0.05, seed=1).outcome == "unresolved"

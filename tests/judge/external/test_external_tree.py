@@ -122,3 +122,37 @@ def test_a_command_nesting_directories_past_the_recursion_limit_is_put_back(
     subprocess.run(["mkdir", "-p", str(deep)], check=True)  # os.makedirs recurses too
     sealed.restore(after="`python3 benchmark.py`")
     assert tree_digests(t) == want and not (t / "nest").exists()
+
+
+def test_what_the_digest_does_not_see_never_reaches_the_next_command(tmp_path: Path) -> None:
+    """Red team, 2026-12-06: a candidate computed the benchmark's answers once, during the
+    untimed gate, and kept them in the modification times of the project's files (60 bits a
+    file) and in an extended attribute of `tests/`; putting back only what changed kept both,
+    and every benchmark run read them. Each command now gets a new copy of the sealed tree:
+    the pristine copy's times, no extended attribute, new files, entries made in one order."""
+    t = _tree(tmp_path)
+    sealed = SealedTree.seal(t, tmp_path / "pristine", {"benchmark.py"})
+    want = {p: (t / p).lstat().st_mtime_ns for p in ("benchmark.py", "tests", "tests/test_x.py")}
+    secret = 0x0123_4567_89AB_CDEF
+    for p in want:
+        os.utime(t / p, ns=(secret, secret))
+    xattrs = hasattr(os, "setxattr")
+    if xattrs:
+        try:
+            os.setxattr(t / "tests", "user.cache", b"the answers")
+            os.setxattr(t / "benchmark.py", "user.cache", b"the answers")
+        except OSError:  # a file system without user attributes: nothing to keep there
+            xattrs = False
+    assert sealed.restore(after="`python3 verify.py`") == []  # no content changed ...
+    for p, ns in want.items():  # ... but nothing the command left is there
+        assert (t / p).lstat().st_mtime_ns == ns != secret
+    if xattrs:
+        assert os.listxattr(t / "tests") == [] and os.listxattr(t / "benchmark.py") == []
+    # the seal itself gives the first command a copy: an attribute set-up left is not kept
+    t2 = _tree(tmp_path / "second")
+    if xattrs:
+        os.setxattr(t2 / "tests", "user.cache", b"from set-up")
+    SealedTree.seal(t2, tmp_path / "second" / "pristine", {"benchmark.py"})
+    if xattrs:
+        assert os.listxattr(t2 / "tests") == []
+    assert os.readlink(t2 / "alias.py") == "solution.py"  # links stay links

@@ -73,6 +73,20 @@ def _pair(
     return got
 
 
+# The most a round's metric may say, as a log: a ratio of 1e-20 or 1e20. Any positive finite
+# metric is read, and the candidate's code prints it: 5e-324 against a baseline's 3.0 divided to
+# 0.0 and the judge died in math.log (red team, 2026-12-06); a log past about 709 overflows
+# math.exp in the summary. Beyond this, a claim says no more (the OS check decides anyway).
+LOG_RATIO_CAP = math.log(1e20)
+
+
+def metric_log_ratio(baseline: float, candidate: float, direction: str) -> float:
+    """log(candidate / baseline) on the 'lower is better' scale, within +-LOG_RATIO_CAP."""
+    log = math.log(candidate) - math.log(baseline)
+    log = log if direction == "lower" else -log
+    return max(-LOG_RATIO_CAP, min(LOG_RATIO_CAP, log))
+
+
 def _round(ctx: Ctx, trees: dict[str, Path], order: Order) -> BenchmarkRound:
     b = ctx.frozen.spec.benchmark
     assert b is not None
@@ -86,7 +100,7 @@ def _round(ctx: Ctx, trees: dict[str, Path], order: Order) -> BenchmarkRound:
         )  # fmt: skip
     got = _pair(ctx, trees, order, b.scale.high if b.scale else None)
     (bv, br), (cv, cr) = got["baseline"], got["candidate"]
-    log = math.log(cv / bv) if b.direction == "lower" else math.log(bv / cv)
+    log = metric_log_ratio(bv, cv, b.direction)
     return BenchmarkRound(
         order=order, baseline=bv, candidate=cv, baseline_wall_s=br.wall_s,
         candidate_wall_s=cr.wall_s, baseline_cpu_s=br.cpu_s, candidate_cpu_s=cr.cpu_s,

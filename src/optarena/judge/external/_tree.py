@@ -4,10 +4,17 @@ The gate and the benchmark run the candidate's code with its worktree writable, 
 can rewrite anything in it: the project's benchmark script (to print a fine metric and do no
 work), its tests, the holdout, a build output. Later commands would then measure or verify the
 rewrite. So the tree is sealed once prepared (a digest of every entry, and a copy kept outside
-the tree, where no command can write): before every command, whatever changed is put back and
-whatever is new is removed. A watched file (tracked at base outside the editable scope, or from
-the holdout) that changed is remembered with the command during which it changed: the judge
-rejects a candidate that changed one the baseline's commands left alone.
+the tree, where no command can write), and every command gets a new tree copied from it. Not
+only what changed is put back: a file's content, mode and kind are what the digest sees, but
+a command can also leave what a later one reads in what the digest does not see (modification
+times, extended attributes, the order of a directory's entries). The red team's candidates kept
+the benchmark's answers, computed once during the untimed gate, in the modification times of
+the project's files and in an extended attribute of `tests/`; every benchmark run found them
+and the OS "confirmed" the speed-up. A new copy has the pristine copy's content, modes, links
+and modification times (so builds and bytecode caches stay valid), no extended attribute,
+new files and entries made in one order. A watched file (tracked at base outside the editable
+scope, or from the holdout) that changed is remembered with the command during which it
+changed: the judge rejects a candidate that changed one the baseline's commands left alone.
 """
 
 from __future__ import annotations
@@ -115,7 +122,9 @@ class SealedTree:
         for path, digest in tree_digests(tree).items():
             if digest.startswith("special:"):
                 (tree / path).unlink()
-        shutil.copytree(tree, pristine, symlinks=True)
+        fresh_copy(tree, pristine)
+        remove_tree(tree)
+        fresh_copy(pristine, tree)  # the first command's tree is the judge's copy too
         sealed = cls(tree, pristine, tree_digests(tree), frozenset(watched))
         if before is not None:
             sealed._note(before, sealed.digests, during)
@@ -127,26 +136,38 @@ class SealedTree:
                 self.changed.setdefault(path, during)
 
     def restore(self, after: str) -> list[str]:
-        """Put the tree back as sealed; `after`: the command that ran since. Returns the paths
-        that were put back or removed."""
+        """Make the tree a new copy of the sealed one; `after`: the command that ran since.
+        Returns the paths whose kind, mode or content it had changed (or that it added)."""
         now = tree_digests(self.tree)
         self._note(self.digests, now, after)
-        touched: list[str] = []
-        # New entries first, deepest last-listed first, so a new directory goes with its files.
-        for path in sorted(set(now) - set(self.digests), reverse=True):
-            _remove(self.tree / path)
-            touched.append(path)
-        for path, digest in sorted(self.digests.items()):
-            if now.get(path) == digest:
-                continue
-            dest, src = self.tree / path, self.pristine / path
-            if digest.startswith("dir:"):
-                if not dest.is_dir() or dest.is_symlink():
-                    _remove(dest)
-                    dest.mkdir()
-                os.chmod(dest, int(digest.split(":")[1], 8))
-            else:
-                _remove(dest)
-                copy_entry(src, dest)  # a link or a file, as in the pristine copy
-            touched.append(path)
+        was = self.digests
+        touched = sorted(p for p in set(now) | set(was) if now.get(p) != was.get(p))
+        remove_tree(self.tree)
+        fresh_copy(self.pristine, self.tree)
         return touched
+
+
+def fresh_copy(src: Path, dest: Path) -> None:
+    """Copy the tree `src` to `dest` (made here): files' content, modes and modification
+    times, links as links; never an extended attribute, a file or a directory's entry order
+    of `src` itself (see the module docstring). FIFOs and other special files are left out."""
+    made: list[tuple[Path, os.stat_result]] = []
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
+        dirnames.sort()
+        here = Path(dirpath)
+        out = dest / here.relative_to(src)
+        out.mkdir(mode=0o700)
+        made.append((out, here.lstat()))
+        for name in sorted((*dirnames, *filenames)):
+            s, d = here / name, out / name
+            st = s.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                os.symlink(os.readlink(s), d)
+            elif stat.S_ISREG(st.st_mode):
+                shutil.copyfile(s, d, follow_symlinks=False)
+                os.chmod(d, stat.S_IMODE(st.st_mode))
+                os.utime(d, ns=(st.st_atime_ns, st.st_mtime_ns))
+    for out, st in reversed(made):  # deepest first: a read-only directory is filled by now
+        os.chmod(out, stat.S_IMODE(st.st_mode))
+        os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
