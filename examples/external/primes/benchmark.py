@@ -10,6 +10,7 @@ call could be answered from what the first left behind; the judge runs the bench
 times as it needs, each in a fresh sandbox.
 """
 
+import ctypes
 import json
 import random
 import subprocess
@@ -28,7 +29,19 @@ def reference(n: int) -> int:
     return sum(sieve)
 
 
+def out_of_reach() -> None:
+    """Make this process non-dumpable before the project's code runs anywhere. The project's
+    processes run as this one's uid, so they could otherwise read its memory through
+    /proc/PID/mem (the judge's read-only /proc stops only writing): a checker that held its
+    answer early could have it copied. Non-dumpable, its /proc entry is root's and closed."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):  # not Linux: nothing to close
+        pass
+
+
 def main() -> int:
+    out_of_reach()
     child = subprocess.Popen(
         [sys.executable, "measure.py"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
