@@ -62,3 +62,22 @@ def test_without_cache_set_up_always_runs(tmp_path: Path, cache: Path) -> None:
         r = judge_external(load_frozen(out), EXAMPLE / "candidates" / "sieve", measure=False)
         assert r.verdict == "accepted" and r.setup == {"baseline": "ran", "candidate": "ran"}
     assert not cache.exists()
+
+
+def test_a_candidate_whose_set_up_leaves_a_huge_sparse_file_is_rejected(
+    tmp_path: Path, cache: Path
+) -> None:
+    """The candidate's code runs in set-up (here: the set-up imports it) and leaves a sparse
+    file of 64 GiB, no disk at all: the judge would hash and copy it before every command. The
+    prepared tree may not hold more than twice the baseline's bytes plus 256 MiB."""
+    spec = make_project(tmp_path)
+    spec.write_text(spec.read_text() + "\n[setup]\ncommand = \"python3 -c 'import primes'\"\n")
+    out = tmp_path / "frozen.toml"
+    freeze_external(spec, out)
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    primes = (EXAMPLE / "primes" / "primes.py").read_text()
+    (cand / "primes.py").write_text(primes + "\nopen('.sparse', 'wb').truncate(64 << 30)\n")
+    r = judge_external(load_frozen(out), cand, measure=False)
+    assert r.verdict == "rejected" and r.reason_codes == ["setup_failed"], r.reasons
+    assert "65,536 MiB" in r.reasons[0] and "sparse" in r.reasons[0]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 # private: the sealed worktrees, attacked directly
-from optarena.judge.external._tree import SealedTree, copy_over, tree_digests
+from optarena.judge.external._tree import SealedTree, TreeSize, copy_over, tree_digests
 
 
 def _tree(tmp_path: Path) -> Path:
@@ -156,3 +157,30 @@ def test_what_the_digest_does_not_see_never_reaches_the_next_command(tmp_path: P
     if xattrs:
         assert os.listxattr(t2 / "tests") == []
     assert os.readlink(t2 / "alias.py") == "solution.py"  # links stay links
+
+
+def test_a_sparse_file_a_command_leaves_is_never_read(tmp_path: Path) -> None:
+    """Red team, 2026-12-06: a 32 GiB sparse file (no disk, one `truncate`) held a judgement
+    for 316 s while the judge hashed its zeros; 16 TiB would hold it about 20 hours. A file
+    is read only where it is the size of the sealed file at its path; a new one never."""
+    t = _tree(tmp_path)
+    sealed = SealedTree.seal(t, tmp_path / "pristine", {"benchmark.py"})
+    with open(t / "huge", "wb") as f:
+        f.truncate(1 << 40)  # 1 TiB of nothing
+    with open(t / "benchmark.py", "ab") as f:  # a watched file grown to 1 TiB
+        f.truncate(1 << 40)
+    t0 = time.monotonic()
+    touched = sealed.restore(after="`python3 benchmark.py`")
+    assert time.monotonic() - t0 < 20  # reading either would take hours
+    assert {"huge", "benchmark.py"} <= set(touched)
+    assert sealed.changed == {"benchmark.py": "`python3 benchmark.py`"}
+    assert not (t / "huge").exists() and (t / "benchmark.py").read_text() == "print('honest')\n"
+
+
+def test_a_candidates_prepared_tree_may_not_outgrow_the_baselines_far() -> None:
+    base = TreeSize(bytes=10 << 20, entries=500)
+    assert TreeSize(bytes=276 << 20, entries=100_000).beyond(base) is None  # within the cap
+    why = TreeSize(bytes=1 << 40, entries=501).beyond(base)  # one sparse terabyte
+    assert why is not None and "1,048,576 MiB" in why and "a sparse file counts in full" in why
+    why = TreeSize(bytes=1, entries=200_001).beyond(base)
+    assert why is not None and "200,001 entries" in why

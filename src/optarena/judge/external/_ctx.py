@@ -20,7 +20,7 @@ from optarena.judge.external._run import (
     limits_of,
     run_command,
 )
-from optarena.judge.external._tree import SealedTree
+from optarena.judge.external._tree import SealedTree, TreeSize
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks.external import FrozenExternal, ResolvedEnvironment
 
@@ -56,6 +56,7 @@ class Ctx:
     environment: ResolvedEnvironment | None = None  # the spec's [environment], if declared
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase and arm
     setup: dict[str, str] = field(default_factory=dict)  # arm -> "ran" or "cached"
+    prepared: TreeSize | None = None  # the baseline's prepared tree: what a candidate's may be
 
     def run(self, cmd: str, tree: Path, timeout_s: float) -> CommandRun:
         """Run `cmd` in `tree`; a sealed tree is first put back as prepared, so no command

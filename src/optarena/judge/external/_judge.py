@@ -30,7 +30,7 @@ from optarena.judge.external._run import JUnitReport, read_junit
 from optarena.judge.external._setup import restore as restore_setup
 from optarena.judge.external._setup import setup_key
 from optarena.judge.external._setup import store as store_setup
-from optarena.judge.external._tree import SealedTree, copy_over, tree_digests
+from optarena.judge.external._tree import SealedTree, TreeSize, copy_over, tree_digests
 from optarena.records import ExternalMetrics
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import in_scope
@@ -153,6 +153,7 @@ def _prepare(ctx: Ctx, tree: Path, arm: str, pristine: Path) -> None:
     key = None
     if setup is not None and setup.cache:
         key = setup_key(setup.command, f.spec.env, f.frozen.environment_sha256, before)
+    during = f"set-up `{f.spec.setup.command}`" if f.spec.setup else "set-up"
     if setup is not None and key is not None and restore_setup(key, tree):
         ctx.setup[arm] = "cached"
     elif setup is not None:
@@ -162,10 +163,12 @@ def _prepare(ctx: Ctx, tree: Path, arm: str, pristine: Path) -> None:
             if arm == "baseline":
                 raise BrokenTaskError(f, "setup.command", detail, r)
             raise Rejected("setup", "setup_failed", detail)
+        _sized(ctx, tree, arm, during)
         if key is not None:
             store_setup(key, tree, before)
         ctx.setup[arm] = "ran"
-    during = f"set-up `{f.spec.setup.command}`" if f.spec.setup else "set-up"
+    if ctx.setup.get(arm) != "ran":
+        _sized(ctx, tree, arm, during)
     try:
         ctx.sealed[tree] = SealedTree.seal(tree, pristine, ctx.watched, before, during)
     except RecursionError:  # copytree recurses: a tree nested past the recursion limit
@@ -173,6 +176,15 @@ def _prepare(ctx: Ctx, tree: Path, arm: str, pristine: Path) -> None:
         if arm == "baseline":
             raise BrokenTaskError(f, "setup.command", detail) from None
         raise Rejected("setup", "setup_failed", detail) from None
+
+
+def _sized(ctx: Ctx, tree: Path, arm: str, during: str) -> None:
+    """The baseline's prepared tree sets how large the candidate's may be (`TreeSize`)."""
+    size = TreeSize.of(tree)
+    if arm == "baseline" or ctx.prepared is None:
+        ctx.prepared = size
+    elif why := size.beyond(ctx.prepared):
+        raise Rejected("setup", "setup_failed", f"{during} {why}")
 
 
 def _untouched(ctx: Ctx, trees: dict[str, Path]) -> None:
