@@ -57,6 +57,11 @@ PROBE = textwrap.dedent(
         out["packet_socket"] = "ok"
     except OSError as e:
         out["packet_socket"] = errno.errorcode.get(e.errno, "?")
+    try:  # AF_ALG: refused before the kernel looks at the family (EAFNOSUPPORT without one)
+        socket.socket(38, socket.SOCK_SEQPACKET).close()
+        out["crypto_socket"] = "ok"
+    except OSError as e:
+        out["crypto_socket"] = errno.errorcode.get(e.errno, "?")
     t = threading.Thread(target=lambda: None); t.start(); t.join()
     out["thread"] = "ok"
     out["subprocess"] = subprocess.run(["true"]).returncode
@@ -125,6 +130,7 @@ def test_the_levers_of_the_softirq_attack_are_refused_and_ordinary_work_is_not(
         "userfaultfd",
         "vmsplice",
         "packet_socket",
+        "crypto_socket",
     ):
         assert r[name] == "EPERM", (name, r[name])
     assert r["clone3"] == "ENOSYS"  # the C library falls back to clone, whose flags are read
@@ -138,6 +144,7 @@ def test_control_without_the_filter_a_new_user_namespace_is_allowed(tmp_path: Pa
     if probe().root or Path("/proc/sys/user/max_user_namespaces").read_text().strip() != "0":
         assert r["unshare_user_net"] == "ok"
     assert r["add_key"] == "ok" or r["add_key"] != "EPERM"
+    assert r["crypto_socket"] != "EPERM"  # the kernel's own answer: ok, or EAFNOSUPPORT here
 
 
 cpusets = pytest.mark.skipif(

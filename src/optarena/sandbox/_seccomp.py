@@ -20,7 +20,9 @@ refuses the families that give one, and a few more that give a way around the ot
   output pays (`sendfile` answers ENOSYS, on which `shutil` falls back to read and write);
 - other processes and the system (`ptrace`, `process_vm_*`, `pidfd_getfd`, mounts, modules,
   `open_by_handle_at`, `kexec_*`, `reboot`, swap, accounting, `syslog`);
-- packet and netlink sockets.
+- packet, netlink and kernel crypto (`AF_ALG`) sockets: an asynchronous cipher (`cryptd`)
+  runs its work in kernel threads, outside the worker's cgroup (red team, 2026-12-06; this
+  kernel has no AF_ALG, so only the refusal is tested).
 
 Refused calls fail with EPERM (ENOSYS where noted); nothing is killed, so an honest candidate
 that tries one sees an ordinary error. Non-native system call ABIs (int 0x80, x32) are refused
@@ -53,7 +55,7 @@ _OFF_NR, _OFF_ARCH, _OFF_ARG0 = 0, 4, 16
 # Every namespace flag: CLONE_NEWTIME, NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET.
 CLONE_NAMESPACES = 0x00000080 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000
 CLONE_NAMESPACES |= 0x10000000 | 0x20000000 | 0x40000000
-AF_NETLINK, AF_PACKET = 16, 17
+AF_NETLINK, AF_PACKET, AF_ALG = 16, 17, 38
 
 # Numbers from the generic table (>= 424) are the same on every architecture.
 _GENERIC = {
@@ -209,7 +211,9 @@ def program(arch: Arch) -> list[tuple[int, int, int, int]]:
     emit(_LD_ABS_W, _OFF_ARG0)
     emit(_JEQ, AF_PACKET, jt="eperm", jf="s1")
     label("s1")
-    emit(_JEQ, AF_NETLINK, jt="eperm", jf="allow3")
+    emit(_JEQ, AF_NETLINK, jt="eperm", jf="s2")
+    label("s2")
+    emit(_JEQ, AF_ALG, jt="eperm", jf="allow3")
     label("allow3")
     emit(_RET, _RET_ALLOW)
     label("eperm")
