@@ -65,3 +65,48 @@ def test_json_nested_too_deep_to_parse_is_no_metric_not_a_crash() -> None:
         None,
         "the benchmark printed no JSON object",
     )
+
+
+def test_hostile_reports_and_metrics_are_none_never_the_judges_crash(tmp_path: Path) -> None:
+    """Red team, 2026-12-06: each of these raised out of the judge (no judgement recorded): a
+    report's folder that is a symlink loop (RuntimeError from 3.11's pathlib), an XML
+    declaration naming an encoding Python lacks (LookupError) or a multi-byte one (ValueError),
+    and a JSON metric that is an integer of 400 digits (OverflowError in float)."""
+    # private: see above
+    from optarena.judge.external._run import CommandRun, read_metric
+    from optarena.tasks.external import Metric
+
+    os.symlink("out", tmp_path / "out")  # out -> out
+    assert read_junit(tmp_path, "out/report.xml") is None
+    for encoding in ("x-no-such", "rot13", "utf-32"):
+        (tmp_path / "report.xml").write_text(
+            f'<?xml version="1.0" encoding="{encoding}"?>' + REPORT
+        )
+        assert read_junit(tmp_path, "report.xml") is None, encoding
+    huge = CommandRun("python3 benchmark.py", 0, '{"seconds": 1' + "0" * 400 + "}\n", 1.0, 1.0)
+    value, why = read_metric(Metric.model_validate({"json": "seconds"}), huge)
+    assert value is None and "is not a number" in why and len(why) < 100
+
+
+def test_a_regex_metric_is_the_last_lines_and_never_the_judges_hours() -> None:
+    """Red team, 2026-12-06: a spec's backtracking regex over 25 KB of digits the candidate's
+    child wrote to stderr took 7.8 s, 100 KB 82 s (quadratic: hours over the 8 MiB kept).
+    The regex now searches lines from the last (as a benchmark prints its metric last, and
+    so an earlier line the candidate printed never stands in for it), skips lines over
+    4,096 characters and stops searching after 5 s."""
+    import time
+
+    # private: see above
+    from optarena.judge.external._run import CommandRun, read_metric
+    from optarena.tasks.external import Metric
+
+    metric = Metric.model_validate({"regex": r'([0-9.e-]+), "n"'})
+    junk = "9" * 30_000
+    out = f'0.000001, "n": forged\n{junk}\n{junk[:4000]}\n0.25, "n": 60000\n'
+    t0 = time.monotonic()
+    value, why = read_metric(metric, CommandRun("python3 benchmark.py", 0, out, 1.0, 1.0))
+    assert value == 0.25 and why == ""  # the last line's match, not the forged first one
+    only_junk = CommandRun("python3 benchmark.py", 0, (junk[:4000] + "\n") * 200, 1.0, 1.0)
+    value, why = read_metric(metric, only_junk)
+    assert value is None and "no match" in why
+    assert time.monotonic() - t0 < 20  # the whole search was 82 s on 100 KB

@@ -81,3 +81,28 @@ def test_a_candidate_whose_set_up_leaves_a_huge_sparse_file_is_rejected(
     r = judge_external(load_frozen(out), cand, measure=False)
     assert r.verdict == "rejected" and r.reason_codes == ["setup_failed"], r.reasons
     assert "65,536 MiB" in r.reasons[0] and "sparse" in r.reasons[0]
+
+
+def test_a_set_up_leaving_a_path_past_path_max_is_the_candidates_failure(
+    tmp_path: Path, cache: Path
+) -> None:
+    """Red team, 2026-12-06: 20 nested folders of 250-character names, a file inside, left by
+    the candidate's code during set-up: the seal's copy met ENAMETOOLONG and the OSError left
+    the judge (no judgement recorded). It is the candidate's `setup_failed` now."""
+    spec = make_project(tmp_path)
+    spec.write_text(spec.read_text() + "\n[setup]\ncommand = \"python3 -c 'import primes'\"\n")
+    out = tmp_path / "frozen.toml"
+    freeze_external(spec, out)
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    nest = (
+        "\nimport os\n_fd = os.open('.', os.O_RDONLY)\nfor _ in range(20):\n"
+        "    os.mkdir('n' * 250, dir_fd=_fd)\n"
+        "    _fd = os.open('n' * 250, os.O_RDONLY, dir_fd=_fd)\n"
+        "os.close(os.open('f', os.O_CREAT | os.O_WRONLY, dir_fd=_fd))\n"
+    )
+    primes = (EXAMPLE / "primes" / "primes.py").read_text()
+    (cand / "primes.py").write_text(primes + nest)
+    r = judge_external(load_frozen(out), cand, measure=False)
+    assert r.verdict == "rejected" and r.reason_codes == ["setup_failed"], r.reasons
+    assert "cannot copy" in r.reasons[0]

@@ -184,3 +184,20 @@ def test_a_candidates_prepared_tree_may_not_outgrow_the_baselines_far() -> None:
     assert why is not None and "1,048,576 MiB" in why and "a sparse file counts in full" in why
     why = TreeSize(bytes=1, entries=200_001).beyond(base)
     assert why is not None and "200,001 entries" in why
+
+
+def test_a_tree_is_sized_at_any_depth(tmp_path: Path) -> None:
+    """Red team, 2026-12-06: a set-up put a sparse 600 MiB file and 20,000 entries below 70
+    levels, where the survey the size came from stops (64), and the seal's copy filled the
+    file in: 1.2 GB of the judge's disk for a candidate the cap should have refused."""
+    deep = tmp_path / "t"
+    for _ in range(70):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    with open(deep / "sparse", "wb") as f:
+        f.truncate(600 << 20)
+    for i in range(50):
+        (deep / f"f{i}").touch()
+    size = TreeSize.of(tmp_path / "t")
+    assert size.bytes == 600 << 20 and size.entries == 70 + 1 + 50
+    assert size.beyond(TreeSize(bytes=1 << 20, entries=10)) is not None

@@ -68,6 +68,9 @@ def _pair(
             got[arm] = bench_once(ctx, trees[arm], arm, size)
         except Rejected:
             if "baseline" not in got:
+                # the candidate's tree first put back: a run that filled the disk from it had
+                # the baseline fail too, and the task was blamed (red team, 2026-12-06)
+                ctx.settle(trees["candidate"])
                 bench_once(ctx, trees["baseline"], "baseline", size)
             raise
     return got

@@ -14,7 +14,6 @@ import hashlib
 import os
 import secrets
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optarena.errors import OptarenaError
+from optarena.files import printable, temporary_tree
 from optarena.judge._result import Check
 from optarena.judge.external._bench import bench_once, benchmark
 from optarena.judge.external._ctx import BrokenTaskError, Ctx, Rejected
@@ -171,8 +171,9 @@ def _prepare(ctx: Ctx, tree: Path, arm: str, pristine: Path) -> None:
         _sized(ctx, tree, arm, during)
     try:
         ctx.sealed[tree] = SealedTree.seal(tree, pristine, ctx.watched, before, during)
-    except RecursionError:  # copytree recurses: a tree nested past the recursion limit
-        detail = f"{during} left directories nested too deep to copy"
+    except (RecursionError, OSError) as e:  # os.walk recurses; a path past PATH_MAX
+        why = "directories nested too deep" if isinstance(e, RecursionError) else f"{e}"
+        detail = f"{during} left what the judge cannot copy: {printable(why)}"
         if arm == "baseline":
             raise BrokenTaskError(f, "setup.command", detail) from None
         raise Rejected("setup", "setup_failed", detail) from None
@@ -324,13 +325,13 @@ def check_base(frozen: FrozenExternal, policy: SandboxPolicy | None = None) -> B
     if frozen.spec.environment != Environment():
         ctx.environment = frozen.environment()
     metric = None
-    with tempfile.TemporaryDirectory(prefix="optarena-external-base-") as tmp:
-        tree = Path(tmp) / "baseline"
+    with temporary_tree("optarena-external-base-") as tmp:
+        tree = tmp / "baseline"
         _clone(frozen, tree)
         environment = _which_python(ctx, tree)
         ctx.watched = _watched(frozen, tree)
         with ctx.timing("setup"):
-            _prepare(ctx, tree, "baseline", Path(tmp) / "pristine")
+            _prepare(ctx, tree, "baseline", tmp / "pristine")
         with ctx.timing("gate"):
             _gate(ctx, tree, "baseline")
         b = frozen.spec.benchmark
@@ -360,9 +361,11 @@ def judge_external(
     ctx = Ctx(frozen, policy, [], logs=logs or failed_logs_dir(frozen.spec.id))
     ctx.environment = frozen.environment() if declared else None
     out = _Outcome(cand_info={"path": str(candidate)})
-    with tempfile.TemporaryDirectory(prefix="optarena-external-") as tmp:
+    # removed however deep a rejected candidate's tree nests (never put back after its failing
+    # command): TemporaryDirectory's rmtree raised RecursionError and left it all behind
+    with temporary_tree("optarena-external-") as tmp:
         try:
-            _judge_in(ctx, Path(tmp), candidate, out, seed if measure else None)
+            _judge_in(ctx, tmp, candidate, out, seed if measure else None)
         except Rejected as r:
             out.rejected = r
             ctx.fail(r.name, r.code, r.detail)

@@ -19,6 +19,7 @@ changed: the judge rejects a candidate that changed one the baseline's commands 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -27,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from optarena.files import copy_entry, entries_under, remove_tree, survey
+from optarena.files import copy_entry, entries_under, remove_tree
 
 _CHUNK = 1 << 20
 
@@ -124,8 +125,15 @@ class TreeSize:
 
     @classmethod
     def of(cls, root: Path) -> TreeSize:
-        s = survey(root, max_entries=4_000_000)
-        return cls(s.apparent_bytes, s.entries if not s.truncated else 1 << 62)
+        """At any depth (`survey` stops at 64 levels, and a red-team set-up put a sparse
+        600 MiB file and 20,000 entries below 70, which the seal's copy then filled in)."""
+        size = entries = 0
+        for p in entries_under(root):
+            entries += 1
+            with contextlib.suppress(OSError):  # a path past PATH_MAX: an entry all the same
+                st = p.lstat()
+                size += st.st_size if stat.S_ISREG(st.st_mode) else 0
+        return cls(size, entries)
 
     def beyond(self, baseline: TreeSize) -> str | None:
         """Why this (a candidate's) tree is too large beside the baseline's, or None."""
