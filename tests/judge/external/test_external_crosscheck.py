@@ -234,9 +234,30 @@ def test_an_os_interval_that_barely_excludes_no_change_does_not_confirm_a_large_
     # the same claim of a slowdown: confirmed only beyond +5%, not by 1.006..1.16
     slower = _check(_scaled_logs(20.0, [1.16, 1.006, 1.07, 1.03]))
     assert slower.outcome == "unresolved" and "slower, but not by 5%" in slower.why
-    # negative controls: an OS interval wholly beyond 5% confirms, whatever the metric's size
-    assert _check(_scaled_logs(0.05, [0.86, 0.93, 0.90, 0.92])).outcome == "confirmed"
-    assert _check(_scaled_logs(20.0, [1.16, 1.08, 1.10, 1.12])).outcome == "confirmed"
+    # negative controls: an OS interval wholly beyond 5% confirms a metric of its size
+    assert _check(_scaled_logs(0.80, [0.86, 0.93, 0.90, 0.92])).outcome == "confirmed"
+    assert _check(_scaled_logs(1.25, [1.16, 1.08, 1.10, 1.12])).outcome == "confirmed"
+
+
+def test_the_scaled_part_must_show_a_share_of_the_change_the_metric_claims() -> None:
+    """CI, 78a0c9e's parent, loaded by another judge: a kernel left as it was, its clock
+    forged 20x (metric 0.046), read the OS's scaled part at 0.789..0.903 over 4 rounds (its
+    true ratio, quiet, 1.00-1.08 in 8 of 8): beyond 5%, so `improved`. Over the scaled part a
+    metric that times it shows a share f of its change (1 - OS = f(1 - metric)): the honest
+    stencil's 0.55-0.78. Less than a quarter of the claim is not confirmed; whole runs
+    (`process`), where start-up dilutes without bound, are not held to it."""
+    c = _check(_scaled_logs(0.046, [0.79, 0.83, 0.86, 0.90]))
+    assert c.ratio_ci is not None and c.ratio_ci[1] < 1 / 1.05  # beyond min_effect ...
+    assert c.outcome == "unresolved", c.why  # ... but 10% of the claimed change
+    assert "does not confirm the size" in c.why and "at most 1" in c.why
+    # a real 20% gain claimed as 20x: the same
+    assert _check(_scaled_logs(0.05, [0.78, 0.80, 0.82, 0.81])).outcome == "unresolved"
+    # the honest stencil's numbers (metric 0.14, OS 0.32-0.51) are confirmed
+    assert _check(_scaled_logs(0.14, [0.32, 0.40, 0.51, 0.37])).outcome == "confirmed"
+    # a slowdown claimed 20x whose scaled part shows +10%: not confirmed either
+    assert _check(_scaled_logs(20.0, [1.16, 1.08, 1.10, 1.12])).outcome == "unresolved"
+    # whole runs: the sieve's 0.01 against an OS 0.42-0.47 is confirmed as before
+    assert _check(_rounds(0.01, FASTER, FASTER)).outcome == "confirmed"
 
 
 def test_a_metric_of_any_positive_finite_size_gives_a_bounded_log_ratio() -> None:

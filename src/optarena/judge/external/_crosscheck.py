@@ -49,6 +49,13 @@ _SCALE_ADVICE = (
     "the two sizes, where start-up and other fixed costs cancel"
 )
 _RAISE_ADVICE = "raise [benchmark] scale.high until the scaled part outweighs the runs' noise"
+# Over the scaled part, the least share of the change the metric claims that the OS must see:
+# a metric timing a share f of the scaled part's work gives an OS ratio of 1 - f(1 - metric).
+# The honest stencil's f is 0.55-0.78 (its OS interval's near end against the metric's ratio).
+# A kernel left as it was, its clock forged 20x, read an OS interval of 0.789..0.903 over 4
+# rounds of a CI machine loaded by another judge (its true ratio 1.00-1.08): 10% of the 95% the
+# metric claimed, and `improved`. A real 20% gain claimed as 20x shows 21%.
+MIN_SHARE_SEEN = 0.25
 
 
 @dataclass(frozen=True)
@@ -162,6 +169,15 @@ def os_check(
     )  # fmt: skip
 
 
+def _share_seen(mlog: float, ci: list[float]) -> float:
+    """How much of the metric's claimed change the OS's interval shows at least, linearly
+    (see MIN_SHARE_SEEN): for an improvement the time saved, for a regression the time added."""
+    mratio = math.exp(mlog)
+    if mlog < 0:
+        return (1 - ci[1]) / (1 - mratio)
+    return (ci[0] - 1) / (mratio - 1)
+
+
 def _outcome(
     mlog: float, ci: list[float] | None, head: str, said: str, t: _Times, scaled: bool,
     min_effect: float,
@@ -170,8 +186,16 @@ def _outcome(
     where the whole interval lies beyond min_effect that way (see the module docstring)."""
     edge = 1 / (1 + min_effect) if mlog < 0 else 1 + min_effect
     if ci is not None and (ci[1] < edge if mlog < 0 else ci[0] > edge):
-        why = f"{head} confirms the metric's direction, beyond {min_effect:.0%}: {said}"
-        return "confirmed", why, None
+        seen = _share_seen(mlog, ci)
+        if not scaled or seen >= MIN_SHARE_SEEN:
+            why = f"{head} confirms the metric's direction, beyond {min_effect:.0%}: {said}"
+            return "confirmed", why, None
+        why = (
+            f"{head} does not confirm the size of the benchmark's own metric: {said}; the "
+            f"scaled part's OS time shows at most {seen:.0%} of the change the metric claims, "
+            f"less than the {MIN_SHARE_SEEN:.0%} a metric timing that part shows"
+        )
+        return "unresolved", why, "if the effect is real: " + _RAISE_ADVICE
     if mlog < 0 and len(t.logs) >= 4 and all(x == math.log(_FLOOR) for x in t.logs):
         # no interval (every round the same), but in each the candidate's high-size run took
         # less OS time than the baseline's low-size one: the sign of every round agrees
