@@ -9,6 +9,9 @@ import pytest
 
 from external_example import EXAMPLE, make_project
 from optarena.judge import judge_external
+
+# private: the judgement's type, for a helper's signature
+from optarena.judge.external._judge import ExternalJudgement
 from optarena.tasks.external import freeze_external, load_frozen
 
 # A set-up that takes time and leaves a build output the gate needs.
@@ -64,12 +67,9 @@ def test_without_cache_set_up_always_runs(tmp_path: Path, cache: Path) -> None:
     assert not cache.exists()
 
 
-def test_a_candidate_whose_set_up_leaves_a_huge_sparse_file_is_rejected(
-    tmp_path: Path, cache: Path
-) -> None:
-    """The candidate's code runs in set-up (here: the set-up imports it) and leaves a sparse
-    file of 64 GiB, no disk at all: the judge would hash and copy it before every command. The
-    prepared tree may not hold more than twice the baseline's bytes plus 256 MiB."""
+def _judged_with_set_up_importing(tmp_path: Path, payload: str) -> ExternalJudgement:
+    """The primes example with a set-up that imports the project, judged without timing for
+    a candidate whose module runs `payload` at import: its code runs during set-up."""
     spec = make_project(tmp_path)
     spec.write_text(spec.read_text() + "\n[setup]\ncommand = \"python3 -c 'import primes'\"\n")
     out = tmp_path / "frozen.toml"
@@ -77,8 +77,17 @@ def test_a_candidate_whose_set_up_leaves_a_huge_sparse_file_is_rejected(
     cand = tmp_path / "cand"
     cand.mkdir()
     primes = (EXAMPLE / "primes" / "primes.py").read_text()
-    (cand / "primes.py").write_text(primes + "\nopen('.sparse', 'wb').truncate(64 << 30)\n")
-    r = judge_external(load_frozen(out), cand, measure=False)
+    (cand / "primes.py").write_text(primes + payload)
+    return judge_external(load_frozen(out), cand, measure=False)
+
+
+def test_a_candidate_whose_set_up_leaves_a_huge_sparse_file_is_rejected(
+    tmp_path: Path, cache: Path
+) -> None:
+    """The candidate's code leaves a sparse file of 64 GiB during set-up, no disk at all: the
+    judge would hash and copy it before every command. The prepared tree may not hold more
+    than twice the baseline's bytes plus 256 MiB."""
+    r = _judged_with_set_up_importing(tmp_path, "\nopen('.sparse', 'wb').truncate(64 << 30)\n")
     assert r.verdict == "rejected" and r.reason_codes == ["setup_failed"], r.reasons
     assert "65,536 MiB" in r.reasons[0] and "sparse" in r.reasons[0]
 
@@ -89,20 +98,12 @@ def test_a_set_up_leaving_a_path_past_path_max_is_the_candidates_failure(
     """Red team, 2026-12-06: 20 nested folders of 250-character names, a file inside, left by
     the candidate's code during set-up: the seal's copy met ENAMETOOLONG and the OSError left
     the judge (no judgement recorded). It is the candidate's `setup_failed` now."""
-    spec = make_project(tmp_path)
-    spec.write_text(spec.read_text() + "\n[setup]\ncommand = \"python3 -c 'import primes'\"\n")
-    out = tmp_path / "frozen.toml"
-    freeze_external(spec, out)
-    cand = tmp_path / "cand"
-    cand.mkdir()
     nest = (
         "\nimport os\n_fd = os.open('.', os.O_RDONLY)\nfor _ in range(20):\n"
         "    os.mkdir('n' * 250, dir_fd=_fd)\n"
         "    _fd = os.open('n' * 250, os.O_RDONLY, dir_fd=_fd)\n"
         "os.close(os.open('f', os.O_CREAT | os.O_WRONLY, dir_fd=_fd))\n"
     )
-    primes = (EXAMPLE / "primes" / "primes.py").read_text()
-    (cand / "primes.py").write_text(primes + nest)
-    r = judge_external(load_frozen(out), cand, measure=False)
+    r = _judged_with_set_up_importing(tmp_path, nest)
     assert r.verdict == "rejected" and r.reason_codes == ["setup_failed"], r.reasons
     assert "cannot copy" in r.reasons[0]
