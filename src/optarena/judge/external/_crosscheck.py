@@ -173,6 +173,8 @@ def _share_seen(mlog: float, ci: list[float]) -> float:
     """How much of the metric's claimed change the OS's interval shows at least, linearly
     (see MIN_SHARE_SEEN): for an improvement the time saved, for a regression the time added."""
     mratio = math.exp(mlog)
+    if mratio == 1:  # no claim (never asked: see os_check); nothing to share
+        return 1.0
     if mlog < 0:
         return (1 - ci[1]) / (1 - mratio)
     return (ci[0] - 1) / (mratio - 1)
