@@ -51,7 +51,7 @@ _SCALE_ADVICE = (
 _RAISE_ADVICE = "raise [benchmark] scale.high until the scaled part outweighs the runs' noise"
 # Over the scaled part, the least share of the change the metric claims that the OS must see:
 # a metric timing a share f of the scaled part's work gives an OS ratio of 1 - f(1 - metric).
-# The honest stencil's f is 0.55-0.78 (its OS interval's near end against the metric's ratio).
+# The honest stencil's f is 0.54-0.80 (its OS interval's near end against the metric's ratio).
 # A kernel left as it was, its clock forged 20x, read an OS interval of 0.789..0.903 over 4
 # rounds of a CI machine loaded by another judge (its true ratio 1.00-1.08): 10% of the 95% the
 # metric claimed, and `improved`. A real 20% gain claimed as 20x shows 21%.
