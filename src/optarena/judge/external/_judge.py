@@ -163,12 +163,10 @@ def _prepare(ctx: Ctx, tree: Path, arm: str, pristine: Path) -> None:
             if arm == "baseline":
                 raise BrokenTaskError(f, "setup.command", detail, r)
             raise Rejected("setup", "setup_failed", detail)
-        _sized(ctx, tree, arm, during)
-        if key is not None:
-            store_setup(key, tree, before)
         ctx.setup[arm] = "ran"
-    if ctx.setup.get(arm) != "ran":
-        _sized(ctx, tree, arm, during)
+    _sized(ctx, tree, arm, during)  # before the set-up cache or the seal reads the tree
+    if key is not None and ctx.setup.get(arm) == "ran":
+        store_setup(key, tree, before)
     try:
         ctx.sealed[tree] = SealedTree.seal(tree, pristine, ctx.watched, before, during)
     except (RecursionError, OSError) as e:  # os.walk recurses; a path past PATH_MAX

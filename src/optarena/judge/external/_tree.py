@@ -177,13 +177,16 @@ class SealedTree:
         """Seal `tree` as it is now. `before`: the digests taken before set-up, so a watched
         file the set-up changed is remembered too (and then kept: it is the set-up's output).
         FIFOs, sockets and devices are removed first: copying a FIFO would block the judge."""
-        for path, digest in tree_digests(tree).items():
+        digests = tree_digests(tree)
+        for path, digest in list(digests.items()):
             if digest.startswith("special:"):
                 (tree / path).unlink()
+                del digests[path]
         fresh_copy(tree, pristine)
         remove_tree(tree)
         fresh_copy(pristine, tree)  # the first command's tree is the judge's copy too
-        sealed = cls(tree, pristine, tree_digests(tree), frozenset(watched))
+        # the copies hold what was digested (content, modes, links): the tree is read once
+        sealed = cls(tree, pristine, digests, frozenset(watched))
         if before is not None:
             sealed._note(before, sealed.digests, during)
         return sealed
