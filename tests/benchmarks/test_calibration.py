@@ -1,4 +1,5 @@
-"""The A/A calibration checks of `benchmarks/fidelity.py`, on literal numbers."""
+"""The A/A calibration checks of `benchmarks/fidelity.py`, and its agreement column, on literal
+numbers."""
 
 from __future__ import annotations
 
@@ -53,3 +54,14 @@ def test_a_pooled_miss_rate_that_cannot_be_had_is_none() -> None:
 
 def test_misses_are_intervals_on_one_side_of_zero() -> None:
     assert misses([[-0.01, 0.02], [0.001, 0.03], [-0.05, -0.01], None, [0.0, 0.1]]) == 2
+
+
+def test_agreement_says_where_the_in_process_ratio_lies_against_the_interval() -> None:
+    from fidelity import agreement
+
+    assert agreement([0.865, 0.964], 0.918) == "inside"
+    assert agreement([0.865, 0.964], 0.976) == "1.2% above"  # log(0.976 / 0.964)
+    assert agreement([1.684, 1.810], 1.909) == "5.3% above"
+    assert agreement([1.10, 1.20], 1.0) == "9.5% below"  # log(1.10)
+    assert agreement([0.964, 0.865], 0.9) == "inside"  # ends in either order
+    assert agreement(None, 1.0) == "-" and agreement([1.0], 1.0) == "-"
