@@ -30,7 +30,8 @@ for var, value in {
     "MALLOC_TRIM_THRESHOLD_": "1073741824",
 }.items():
     os.environ.setdefault(var, value)
-if os.environ.get("_OPTARENA_COLD_GAP") != "1":  # glibc reads MALLOC_* only at start
+if __name__ == "__main__" and os.environ.get("_OPTARENA_COLD_GAP") != "1":
+    # glibc reads MALLOC_* only when the process starts: start again with them set
     os.environ["_OPTARENA_COLD_GAP"] = "1"
     os.execv(sys.executable, [sys.executable, *sys.argv])
 
