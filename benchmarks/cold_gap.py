@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -81,29 +83,33 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     os.sched_setaffinity(0, [args.cpu])
     task = load_task(BUILTIN / args.task)
-    fn = load_entry(task, task.baseline_dir, Path("/nonexistent"), "baseline")
-    w = next(w for w in task.spec.workloads if w.name == args.workload)
-    calls: list[Any] = [task.generator(w, seed) for seed in range(8)]
-    written = Written(calls[0])  # each call's inputs copied just before it, as the judge does
-    for a, k in calls[:2]:
-        fn(*a, **k)  # warm-up
-    clock = time.thread_time_ns
-    print(f"{args.task} {args.workload}, gap {args.gap_ms} ms, {args.rounds} rounds of 8 calls")
-    print(f"{'gap':24s} {'first call':>12s} {'back to back':>14s}")
-    for name, gap in _gaps(args.gap_ms / 1000).items():
-        first = again = 0
-        for _ in range(args.rounds):
-            for args_, kwargs_ in calls:
-                a, k = written(args_, kwargs_)
-                gap()
-                t0 = clock()
-                fn(*a, **k)
-                t1 = clock()
-                fn(*a, **k)
-                first += t1 - t0
-                again += clock() - t1
-        n = args.rounds * len(calls) * 1000
-        print(f"{name:24s} {first / n:10.0f} us {again / n:12.0f} us")
+    build = Path(tempfile.mkdtemp(prefix="optarena-cold-gap-"))  # a C entry is compiled here
+    try:
+        fn = load_entry(task, task.baseline_dir, build, "baseline")
+        w = next(w for w in task.spec.workloads if w.name == args.workload)
+        calls: list[Any] = [task.generator(w, seed) for seed in range(8)]
+        written = Written(calls[0])  # each call's inputs copied just before it, as the judge does
+        for a, k in calls[:2]:
+            fn(*a, **k)  # warm-up
+        clock = time.thread_time_ns
+        print(f"{args.task} {args.workload}, gap {args.gap_ms} ms, {args.rounds} rounds of 8 calls")
+        print(f"{'gap':24s} {'first call':>12s} {'back to back':>14s}")
+        for name, gap in _gaps(args.gap_ms / 1000).items():
+            first = again = 0
+            for _ in range(args.rounds):
+                for args_, kwargs_ in calls:
+                    a, k = written(args_, kwargs_)
+                    gap()
+                    t0 = clock()
+                    fn(*a, **k)
+                    t1 = clock()
+                    fn(*a, **k)
+                    first += t1 - t0
+                    again += clock() - t1
+            n = args.rounds * len(calls) * 1000
+            print(f"{name:24s} {first / n:10.0f} us {again / n:12.0f} us")
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
     return 0
 
 
