@@ -262,23 +262,25 @@ def _cases(source: _Bounded) -> JUnitReport:
     tests = 0
     failing: list[str] = []
     names: set[str] = set()
-    open_: list[tuple[ET.Element, list[bool]]] = []  # the elements not ended, each with
-    # whether a failure or error ended inside it (for a test case)
+    open_: list[ET.Element] = []  # the elements not ended yet, outermost first
+    failed: list[bool] = []  # beside each: whether a failure or error ended directly in it
     for event, elem in ET.iterparse(source, events=("start", "end")):
         if event == "start":
-            open_.append((elem, [False]))
+            open_.append(elem)
+            failed.append(False)
             continue
-        _, failed = open_.pop()
+        open_.pop()
+        failed_here = failed.pop()
         if elem.tag == "testcase":
             tests += 1
             cls = elem.get("classname")
             name = f"{cls}.{elem.get('name')}" if cls else str(elem.get("name"))
             names.add(name)
-            if failed[0]:
+            if failed_here:
                 failing.append(name)
-        elif elem.tag in ("failure", "error") and open_ and open_[-1][0].tag == "testcase":
-            open_[-1][1][0] = True
+        elif elem.tag in ("failure", "error") and open_ and open_[-1].tag == "testcase":
+            failed[-1] = True
         elem.clear()
         if open_:
-            open_[-1][0].remove(elem)
+            open_[-1].remove(elem)
     return JUnitReport(tests, failing, frozenset(names))
