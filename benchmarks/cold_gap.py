@@ -25,22 +25,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-for var, value in {
-    "OPENBLAS_NUM_THREADS": "1",
-    "MALLOC_ARENA_MAX": "1",
-    "MALLOC_MMAP_THRESHOLD_": "33554432",
-    "MALLOC_TRIM_THRESHOLD_": "1073741824",
-}.items():
-    os.environ.setdefault(var, value)
-if __name__ == "__main__" and os.environ.get("_OPTARENA_COLD_GAP") != "1":
-    # glibc reads MALLOC_* only when the process starts: start again with them set
-    os.environ["_OPTARENA_COLD_GAP"] = "1"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+from optarena.judge.client._worker_env import WORKER_THREAD_ENV
 
-import numpy as np  # noqa: E402
-from _inprocess import Written, load_entry  # noqa: E402
+if __name__ == "__main__" and any(os.environ.get(k) != v for k, v in WORKER_THREAD_ENV.items()):
+    # the judge's workers' BLAS and allocator settings; glibc reads MALLOC_* only when a
+    # process starts, so it starts again with them
+    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **WORKER_THREAD_ENV})
 
-from optarena.tasks import load_task  # noqa: E402
+import numpy as np
+from _inprocess import Written, load_entry
+
+from optarena.tasks import load_task
 
 BUILTIN = Path(__file__).resolve().parents[1] / "src/optarena/tasks/builtin"
 
