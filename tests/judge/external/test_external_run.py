@@ -50,6 +50,18 @@ def test_a_report_of_nested_suites_with_output_reads_every_case(tmp_path: Path) 
     assert r.names == {"m.T.a", "m.T.b", "c", "d"}
 
 
+def test_a_case_nested_5000_deep_and_a_name_not_utf8(tmp_path: Path) -> None:
+    """Read as a stream with its own stack, a case 5,000 elements deep is found with its
+    failure; bytes that are not UTF-8 in a report that declares none are no report."""
+    (tmp_path / "deep.xml").write_text(
+        "<a>" * 5000 + '<testcase name="x"><failure/></testcase>' + "</a>" * 5000
+    )
+    r = read_junit(tmp_path, "deep.xml")
+    assert r is not None and r.tests == 1 and r.failing == ["x"]
+    (tmp_path / "bytes.xml").write_bytes(b'<testsuite><testcase name="\xff\xfe"/></testsuite>')
+    assert read_junit(tmp_path, "bytes.xml") is None
+
+
 def test_a_report_of_many_tiny_elements_is_read_in_little_memory(tmp_path: Path) -> None:
     """The candidate's code writes the report: at the size limit, in tiny elements, the whole
     tree held 2.8 GB of the judge's memory. Read as a stream, what is held is the cases' names
