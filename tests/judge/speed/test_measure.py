@@ -181,11 +181,14 @@ def test_tampered_clocks_change_nothing(same_code_task: Task, cand: Callable[[st
     assert 0.8 < m.overall.ratio < 1.25, m.overall
 
 
+@pytest.mark.parametrize(("arm", "note"), [("b", True), ("n", False)])
 def test_a_pair_with_a_worker_that_could_not_be_frozen_does_not_count(
-    small_task: Task, monkeypatch: pytest.MonkeyPatch
+    small_task: Task, monkeypatch: pytest.MonkeyPatch, arm: str, note: bool
 ) -> None:
     """An idle worker that could not be frozen ran beside the others: its pair is no evidence
-    (the report used to look at the first worker of pair 0 and carry on with a note)."""
+    (the report used to look at the first worker of pair 0 and carry on with a note). An arm's
+    worker is named, and its pair held against that arm (`decide`); the null arm's worker runs
+    the judge's code, and its pair is held against neither."""
     # private: monkeypatched (a freeze that fails once)
     from optarena.judge.client import _worker as _client
 
@@ -193,7 +196,7 @@ def test_a_pair_with_a_worker_that_could_not_be_frozen_does_not_count(
     failed: list[str] = []
 
     def flaky(self: _client.WorkerClient) -> None:
-        if not failed and "pair0-b" in str(self.log_path) and self.proc is not None:
+        if not failed and f"pair0-{arm}" in str(self.log_path) and self.proc is not None:
             failed.append(str(self.log_path))
             self.freeze_problem = "cannot freeze the worker: a test's broken freezer"
             return
@@ -203,9 +206,12 @@ def test_a_pair_with_a_worker_that_could_not_be_frozen_does_not_count(
     base = small_task.baseline_dir
     result = compare(small_task, base, base, JudgeOptions(budget_s=BUDGET_S, seed=5))
     assert failed and result.comparison is not None
-    stop = result.comparison.stop
-    assert stop.discarded and "could not be frozen" in stop.discarded[0]
-    assert all(w.pairs[0].pair != 0 for w in result.comparison.workloads if w.pairs)
+    comp = result.comparison
+    who = "arm b's worker" if arm == "b" else "the null arm's worker"
+    assert comp.stop.discarded and f"{who} could not be frozen" in comp.stop.discarded[0]
+    assert all(w.pairs[0].pair != 0 for w in comp.workloads if w.pairs)
+    assert ("discarded_pairs" in comp.overall.notes) is note
+    assert comp.overall.verdict not in ("improved", "no_difference") or not note
 
 
 def _stall_clock(monkeypatch: pytest.MonkeyPatch, every_call: bool) -> list[str]:
@@ -259,6 +265,7 @@ def test_a_round_without_time_is_discarded_not_a_crash(
     stop = result.comparison.stop
     assert stop.discarded and "no time" in stop.discarded[0], stop
     assert "arm b" in stop.discarded[0]
+    assert "discarded_pairs" in result.comparison.overall.notes  # held against arm b
     assert all(w.pairs[0].pair != 0 for w in result.comparison.workloads if w.pairs)
 
 

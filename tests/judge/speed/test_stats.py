@@ -11,6 +11,7 @@ from optarena.judge.speed import Estimate, decided, estimate, median
 # private: pure statistics tested on literal numbers (the module is public as
 # optarena.judge.stats, an attribute that `from ... import` cannot reach)
 from optarena.judge.speed._stats import (
+    DISCARDED,
     OUTLIERS,
     TOO_FEW,
     ZERO_VARIANCE,
@@ -25,6 +26,7 @@ from optarena.judge.speed._stats import (
     round_log_ratio,
     student_t_cdf,
     student_t_quantile,
+    with_discards,
 )
 
 L = math.log
@@ -172,6 +174,36 @@ def test_a_verdict_inside_the_aa_noise_floor_is_never_improved_or_regressed() ->
     assert decide(e, 0.03, noise_floor=0.01)[0] == "regressed"
 
 
+def test_a_pair_an_arm_failed_forbids_every_verdict_that_arm_could_gain_from() -> None:
+    """A candidate that makes its own worker fail to freeze in the pairs it finds unfavourable
+    keeps the favourable ones: those read improved (here 1.5% faster, pairs spread 2.5%)."""
+    kept = [L(x) for x in (0.97, 0.98, 0.975, 0.985, 0.97, 0.965, 0.99, 0.96, 1.005, 0.98)]
+    plain = estimate(kept, 0.95, seed=3, min_n=6)
+    assert decide(plain, 0.03)[0] == "improved"  # the attack, on the pairs it let count
+    assert with_discards(plain, 0, 0) is plain and DISCARDED not in plain.notes
+    e = with_discards(plain, 0, 1)
+    assert (e.lo, e.hi, e.discarded_b) == (plain.lo, plain.hi, 1) and DISCARDED in e.notes
+    verdict, why = decide(e, 0.03)
+    assert verdict == "inconclusive" and why.startswith(decide(plain, 0.03)[1])
+    assert "1 pair(s) were discarded because arm b's worker could not be frozen" in why
+    # a discard against the baseline's arm gives b nothing to have chosen
+    assert decide(with_discards(plain, 3, 0), 0.03) == decide(plain, 0.03)
+    # mirrored: a slowdown, and the arm that could gain from hiding pairs is a
+    slower = estimate([-x for x in kept], 0.95, 3, 6)
+    assert decide(slower, 0.03)[0] == "regressed"
+    assert decide(with_discards(slower, 1, 0), 0.03)[0] == "inconclusive"
+    assert decide(with_discards(slower, 0, 2), 0.03)[0] == "regressed"
+    # no difference could be a hidden effect either way
+    near = estimate([L(x) for x in (1.01, 1.0, 1.015, 0.995, 1.005, 1.01, 1.0, 1.02)], 0.95, 3, 6)
+    assert decide(near, 0.03)[0] == "no_difference"
+    for a, b in ((1, 0), (0, 1)):
+        verdict, why = decide(with_discards(near, a, b), 0.03)
+        assert verdict == "inconclusive" and f"arm {'a' if a else 'b'}'s worker" in why
+    # and an interval that decides nothing is not made to say more
+    spans = _e(L(1.04), L(0.999), L(1.08))
+    assert decide(with_discards(spans, 2, 2), 0.03) == decide(spans, 0.03)
+
+
 def test_stop_rule() -> None:
     m = 0.03
     assert decided(_e(0.2, 0.1, 0.3), m, precision=0.015)  # wholly outside
@@ -179,6 +211,7 @@ def test_stop_rule() -> None:
     assert not decided(_e(0.03, -0.05, 0.11), m, precision=0.015)  # wide, straddling
     assert decided(_e(0.03, 0.02, 0.04), m, precision=0.015)  # narrow enough
     assert not decided(Estimate(3, 0.1, None, None, 0.0, 0, (TOO_FEW,)), m, 0.015)
+    # decided only where the discarded pairs, counted as the worst seen, would not change it
 
 
 def test_helpers() -> None:

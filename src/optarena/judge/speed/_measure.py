@@ -28,7 +28,14 @@ from optarena.judge.speed._pair import (
 )
 from optarena.judge.speed._report import OVERALL, Report
 from optarena.judge.speed._samples import ARMS, PairPlan, PairRecord
-from optarena.judge.speed._stats import Estimate, decided, estimate, log_threshold, mean_rows
+from optarena.judge.speed._stats import (
+    Estimate,
+    decided,
+    estimate,
+    log_threshold,
+    mean_rows,
+    with_discards,
+)
 from optarena.records import Clock, Comparison, Integrity, SpeedProtocol, StopReason
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import Task
@@ -131,6 +138,7 @@ class Measurement:
         self.cpus = _cpus()
         self.offset = derive_seed(seed, 0xC9, stream) % max(1, len(self.cpus))
         self.discarded: list[str] = []  # why pairs that ran did not count
+        self.against = {"a": 0, "b": 0}  # of them, those an arm's worker or clock failed
 
     def run(self, labels: dict[str, str]) -> Outcome:
         """Measure; a failure of either arm while timed ends it."""
@@ -209,6 +217,8 @@ class Measurement:
                 return "deadline"  # the unfinished pair does not count
             except PairDiscarded as why:
                 self.discarded.append(str(why))
+                if why.arm is not None:
+                    self.against[why.arm] += 1
                 if len(self.discarded) > max(2, len(pairs)):
                     return "discarded"
                 continue
@@ -229,7 +239,8 @@ class Measurement:
 
     def _estimate(self, xs: list[float]) -> Estimate:
         p = self.plan
-        return estimate(xs, p.confidence, self.boot_seed, p.min_pairs, p.resamples)
+        e = estimate(xs, p.confidence, self.boot_seed, p.min_pairs, p.resamples)
+        return with_discards(e, self.against["a"], self.against["b"])
 
     def _protocol(self, pairs: list[PairRecord]) -> SpeedProtocol:
         p = self.plan

@@ -90,7 +90,23 @@ class DeadlineReached(Exception):
 
 class PairDiscarded(Exception):
     """The pair ran but is no evidence (an idle arm could not be frozen, a clock that went
-    backwards or gave an arm's round no time); it does not count."""
+    backwards or gave an arm's round no time); it does not count. `arm` is the arm whose
+    worker or clock failed (None: the null arm's, the judge's own code): the comparison counts
+    such a pair against that arm (`_stats.Hidden`), since code that can fail its own pairs
+    chooses which count."""
+
+    def __init__(self, why: str, arm: str | None) -> None:
+        super().__init__(why)
+        self.arm = arm if arm in ARMS else None
+
+
+def _unfrozen(workers: dict[str, WorkerClient]) -> PairDiscarded | None:
+    """The pair's discard if a worker could not be frozen (the first, in arm order)."""
+    for arm, worker in sorted(workers.items()):
+        if worker.freeze_problem is not None:
+            who = "the null arm's worker" if arm == NULL else f"arm {arm}'s worker"
+            return PairDiscarded(f"{who} could not be frozen: {worker.freeze_problem}", arm)
+    return None
 
 
 class PairSession:
@@ -182,10 +198,10 @@ class PairSession:
                 for finding in stray_findings(self.workers[arm]):
                     raise ArmFailure(arm, finding, None)
             for name, acc in samples.items():
-                why = acc.unreadable()
-                if why is not None:
-                    raise PairDiscarded(f"workload {name}: {why}")
-            freeze = _freeze_method(self.workers.values())
+                bad = acc.unreadable()
+                if bad is not None:
+                    raise PairDiscarded(f"workload {name}: {bad[1]}", bad[0])
+            freeze = _freeze_method(self.workers)
         finally:
             for worker in self.workers.values():
                 worker.close()
@@ -387,9 +403,9 @@ class PairSession:
         run = [again] if again is not None else []
         self.answered[(arm, w.name)] = inputs[-1]
         calls = [(i.args, i.kwargs) for i in [*run, *inputs]]
-        for worker in self.workers.values():  # an idle worker that ran beside this slot
-            if worker.freeze_problem is not None:
-                raise PairDiscarded(f"an idle worker could not be frozen: {worker.freeze_problem}")
+        unfrozen = _unfrozen(self.workers)  # an idle worker that ran beside this slot
+        if unfrozen is not None:
+            raise unfrozen
         try:
             results = self.workers[arm].run_calls(wi, calls, timeout, self.out_bytes, len(run))
         except WorkerError as e:
@@ -448,15 +464,14 @@ def _affinity() -> set[int] | None:
         return None
 
 
-def _freeze_method(workers: Any) -> str:
+def _freeze_method(workers: dict[str, WorkerClient]) -> str:
     """How the idle arms were kept from running, as the report says it. Every worker of the
     pair is asked (an arm that could not be frozen once would have run beside the others):
     such a pair is no evidence, and does not count."""
-    methods = set()
-    for worker in workers:
-        if worker.freeze_problem is not None:
-            raise PairDiscarded(f"an idle worker could not be frozen: {worker.freeze_problem}")
-        methods.add(str(worker.sandbox.freeze_method))
+    unfrozen = _unfrozen(workers)
+    if unfrozen is not None:
+        raise unfrozen
+    methods = {str(worker.sandbox.freeze_method) for worker in workers.values()}
     return " + ".join(sorted(methods)) or "none"
 
 

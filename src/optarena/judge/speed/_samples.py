@@ -68,8 +68,8 @@ class WorkloadSamples:
             for i in range(0, len(data["a"]), n)
         ]
 
-    def unreadable(self) -> str | None:
-        """Why an arm's clock cannot give this workload's rounds a ratio, or None.
+    def unreadable(self) -> tuple[str, str] | None:
+        """The arm whose clock cannot give this workload's rounds a ratio, and why; or None.
 
         A single call's tile of zero is no such reason: the cgroup's CPU count gave one beside
         a CPU-burning neighbour (time accounted late, to the next call: the tiles still add up
@@ -79,12 +79,12 @@ class WorkloadSamples:
         measurement."""
         n = 2 * self.calls_per_slot
         for name, clock in (("CPU", self.cpu), ("wall", self.wall)):
-            for arm in ("a", "b"):
+            for arm in ARMS:
                 xs = clock.get(arm) or []
                 if any(x < 0 for x in xs):
-                    return f"the {name} clock went backwards over a call of arm {arm}"
+                    return arm, f"the {name} clock went backwards over a call of arm {arm}"
                 if n and any(sum(xs[i : i + n]) <= 0 for i in range(0, len(xs), n)):
-                    return f"the {name} clock gave a round of arm {arm}'s calls no time"
+                    return arm, f"the {name} clock gave a round of arm {arm}'s calls no time"
         return None
 
     def log_ratio(self, clock: str) -> float:
