@@ -33,7 +33,8 @@ PROBE = textwrap.dedent(
         "add_key": (248, 217), "keyctl": (250, 219), "timer_create": (222, 107),
         "timerfd_create": (283, 85), "io_uring_setup": (425, 425), "bpf": (321, 280),
         "perf_event_open": (298, 241), "clone3": (435, 435), "vmsplice": (278, 75),
-        "userfaultfd": (323, 282),
+        "userfaultfd": (323, 282), "fadvise64": (221, 223), "sync": (162, 81),
+        "syncfs": (306, 267), "madvise": (28, 233), "mmap": (9, 222), "process_madvise": (440, 440),
     }
     out = {}
     def call(name, *args):
@@ -52,6 +53,29 @@ PROBE = textwrap.dedent(
     call("userfaultfd", 0)
     call("clone3", None, 0)
     call("vmsplice", 1, None, 0, 0)
+    # one system call that stays in the kernel for seconds (the freezer cannot stop it)
+    with open("f.bin", "wb") as f:
+        f.write(b"x" * 65536)
+    fd = os.open("f.bin", os.O_RDONLY)
+    call("fadvise64", fd, 0, 0, 4)  # POSIX_FADV_DONTNEED: evicts it from the page cache
+    call("sync")
+    call("syncfs", fd)
+    call("process_madvise", -1, None, 0, 21, 0)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    anon = 0x02 | 0x20  # MAP_PRIVATE | MAP_ANONYMOUS
+    base = libc.mmap(None, 1 << 20, 3, anon, -1, 0)
+    for name, advice in (("cold", 20), ("pageout", 21), ("populate_read", 22),
+                         ("populate_write", 23), ("dontneed", 4), ("hugepage", 14),
+                         ("random", 1), ("collapse", 25)):
+        r = libc.syscall(NR["madvise"][0 if X86 else 1], ctypes.c_void_p(base),
+                         ctypes.c_size_t(1 << 20), advice)
+        out["madvise_" + name] = "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+    for name, flags in (("mmap_populate", anon | 0x8000), ("mmap", anon)):
+        r = libc.mmap(None, 1 << 20, 3, flags, -1, 0)
+        out[name] = "ok" if r not in (None, ctypes.c_void_p(-1).value) else errno.errorcode.get(
+            ctypes.get_errno(), "?")
     try:
         socket.socket(17, socket.SOCK_RAW).close()
         out["packet_socket"] = "ok"
@@ -135,6 +159,32 @@ def test_the_levers_of_the_softirq_attack_are_refused_and_ordinary_work_is_not(
         assert r[name] == "EPERM", (name, r[name])
     assert r["clone3"] == "ENOSYS"  # the C library falls back to clone, whose flags are read
     assert (r["thread"], r["subprocess"], r["fork"]) == ("ok", 0, 7)
+
+
+@needs_seccomp
+def test_a_call_that_holds_the_kernel_for_seconds_is_refused_and_its_neighbours_are_not(
+    tmp_path: Path,
+) -> None:
+    """A red-team candidate evicted its own files from the page cache and populated them in
+    one `madvise(MADV_POPULATE_READ)`, disk read after disk read: its worker could not be
+    frozen for seconds, when it chose. Each lever of that kind is refused; the advice and
+    mappings ordinary code uses are not (NumPy advises huge pages, the allocator maps)."""
+    r = _run(tmp_path, SandboxPolicy())
+    refused = ["fadvise64", "sync", "syncfs", "process_madvise", "mmap_populate"]
+    refused += [f"madvise_{a}" for a in ("cold", "pageout", "populate_read", "populate_write")]
+    for name in refused:
+        assert r[name] == "EPERM", (name, r[name])
+    for name in ("madvise_dontneed", "madvise_hugepage", "madvise_random", "mmap"):
+        assert r[name] == "ok", (name, r[name])
+    assert r["madvise_collapse"] in ("ok", "EINVAL", "EAGAIN")  # past the refused range
+
+
+@needs_seccomp
+def test_control_without_the_filter_the_kernel_holding_calls_run(tmp_path: Path) -> None:
+    r = _run(tmp_path, replace(SandboxPolicy(), seccomp=False))
+    for name in ("fadvise64", "syncfs", "mmap_populate", "madvise_populate_read"):
+        assert r[name] == "ok", (name, r[name])
+    assert r["madvise_pageout"] in ("ok", "EINVAL")  # a kernel built without swap may refuse it
 
 
 @needs_seccomp

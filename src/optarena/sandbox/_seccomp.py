@@ -22,7 +22,15 @@ refuses the families that give one, and a few more that give a way around the ot
   `open_by_handle_at`, `kexec_*`, `reboot`, swap, accounting, `syslog`);
 - packet, netlink and kernel crypto (`AF_ALG`) sockets: an asynchronous cipher (`cryptd`)
   runs its work in kernel threads, outside the worker's cgroup (red team, 2026-12-06; this
-  kernel has no AF_ALG, so only the refusal is tested).
+  kernel has no AF_ALG, so only the refusal is tested);
+- one system call that stays in the kernel for seconds, which the freezer cannot stop: a
+  red-team candidate evicted files it wrote from the page cache (`fadvise64`), turned off
+  readahead and populated them in one `madvise(MADV_POPULATE_READ)`, 4 KiB disk read after
+  4 KiB disk read, whenever it chose, so that its worker could not be frozen and the pair
+  was discarded (docs/guarantees.md, "Choosing which pairs count"). Refused: `fadvise64`,
+  `madvise`'s populating and page-evicting advice (`MADV_COLD`, `MADV_PAGEOUT`,
+  `MADV_POPULATE_READ`, `MADV_POPULATE_WRITE`), `process_madvise`, `mmap` with
+  `MAP_POPULATE` (3 GiB of it is two seconds of page zeroing), `sync` and `syncfs`.
 
 Refused calls fail with EPERM (ENOSYS where noted); nothing is killed, so an honest candidate
 that tries one sees an ordinary error. Non-native system call ABIs (int 0x80, x32) are refused
@@ -56,6 +64,8 @@ _OFF_NR, _OFF_ARCH, _OFF_ARG0 = 0, 4, 16
 CLONE_NAMESPACES = 0x00000080 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000
 CLONE_NAMESPACES |= 0x10000000 | 0x20000000 | 0x40000000
 AF_NETLINK, AF_PACKET, AF_ALG = 16, 17, 38
+MADV_COLD, MADV_POPULATE_WRITE = 20, 23  # and MADV_PAGEOUT, MADV_POPULATE_READ between them
+MAP_POPULATE = 0x8000
 
 # Numbers from the generic table (>= 424) are the same on every architecture.
 _GENERIC = {
@@ -70,6 +80,7 @@ _GENERIC = {
     "fspick": 433,
     "clone3": 435,
     "pidfd_getfd": 438,
+    "process_madvise": 440,
     "mount_setattr": 442,
 }
 _X86_64 = {
@@ -109,6 +120,11 @@ _X86_64 = {
     "syslog": 103,
     "quotactl": 179,
     "socket": 41,
+    "fadvise64": 221,
+    "sync": 162,
+    "syncfs": 306,
+    "madvise": 28,
+    "mmap": 9,
     **_GENERIC,
 }
 _AARCH64 = {
@@ -148,6 +164,11 @@ _AARCH64 = {
     "syslog": 116,
     "quotactl": 60,
     "socket": 198,
+    "fadvise64": 223,
+    "sync": 81,
+    "syncfs": 267,
+    "madvise": 233,
+    "mmap": 222,
     **_GENERIC,
 }
 
@@ -165,7 +186,7 @@ ARCHES = {
 }
 
 ENOSYS_CALLS = ("clone3", "sendfile")
-SPECIAL_CALLS = ("clone", "socket")  # refused depending on an argument
+SPECIAL_CALLS = ("clone", "socket", "madvise", "mmap")  # refused depending on an argument
 DENIED_CALLS = tuple(n for n in _X86_64 if n not in (*ENOSYS_CALLS, *SPECIAL_CALLS))
 
 
@@ -199,6 +220,10 @@ def program(arch: Arch) -> list[tuple[int, int, int, int]]:
         label(f"e{i}")
     emit(_JEQ, arch.table["clone"], jt="clone", jf="c0")
     label("c0")
+    emit(_JEQ, arch.table["madvise"], jt="madvise", jf="c1")
+    label("c1")
+    emit(_JEQ, arch.table["mmap"], jt="mmap", jf="c2")
+    label("c2")
     emit(_JEQ, arch.table["socket"], jt="socket", jf="allow")
     label("allow")
     emit(_RET, _RET_ALLOW)
@@ -206,6 +231,18 @@ def program(arch: Arch) -> list[tuple[int, int, int, int]]:
     emit(_LD_ABS_W, _OFF_ARG0)  # the low half of the flags (every namespace flag is there)
     emit(_JSET, CLONE_NAMESPACES, jt="eperm", jf="allow2")
     label("allow2")  # BPF jumps only forward: each block has its own return
+    emit(_RET, _RET_ALLOW)
+    label("madvise")
+    emit(_LD_ABS_W, _OFF_ARG0 + 16)  # the advice (arg 2)
+    emit(_JGE, MADV_COLD, jt="m1", jf="allow4")
+    label("m1")
+    emit(_JGE, MADV_POPULATE_WRITE + 1, jt="allow4", jf="eperm")
+    label("allow4")
+    emit(_RET, _RET_ALLOW)
+    label("mmap")
+    emit(_LD_ABS_W, _OFF_ARG0 + 24)  # the flags (arg 3)
+    emit(_JSET, MAP_POPULATE, jt="eperm", jf="allow5")
+    label("allow5")
     emit(_RET, _RET_ALLOW)
     label("socket")
     emit(_LD_ABS_W, _OFF_ARG0)

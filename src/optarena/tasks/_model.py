@@ -48,6 +48,7 @@ REASON_CODES = frozenset(
         "write_outside_workdir",
         "network_access",
         "process_outlived_call",
+        "freeze_resisted",
         "clock_patched",
         "numpy_patched",
         "worker_tampered",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,8 +18,8 @@ from typing import Any
 import pytest
 
 # private: the comparison loop, driven by pairs of known log-ratio on a fake clock
-from optarena.judge.speed import _measure
-from optarena.judge.speed._measure import Measurement, MeasurePlan
+from optarena.judge.speed import _measure as _measure_module
+from optarena.judge.speed._measure import Measurement, MeasurePlan, Outcome
 from optarena.judge.speed._pair import PairDiscarded
 from optarena.judge.speed._samples import PairRecord, WorkloadSamples
 from optarena.judge.speed._stats import decide, estimate
@@ -51,14 +52,16 @@ def _samples(log_ratio: float) -> WorkloadSamples:
     return s
 
 
-def _compare(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, task: Task, hides: bool, seed: int
-) -> tuple[Any, list[float]]:
+Discard = Callable[[float, list[float], list[float]], "str | None"]
+
+
+def _measure(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, task: Task, seed: int, discard: Discard
+) -> tuple[Outcome, list[float]]:
     """A candidate 1.5% faster than the baseline (less than the task's 3%: no verdict of its
-    own), its pairs spread +-2.5%; with `hides`, a pair that would favour
-    the baseline fails (its candidate's worker "could not be frozen") wherever the judge's cap
-    on discarded pairs (no more than counted, at least two) lets it. Returns the comparison and
-    the log-ratios of the pairs that counted."""
+    own), its pairs spread +-2.5%. `discard(x, counted, hidden)` says whose failure discards
+    the pair about to count `x` ("a", "b", "n" for the null arm's worker; None: it counts).
+    Returns the outcome and the log-ratios of the pairs that counted."""
     rng = random.Random(seed)
     now = [1000.0]
     counted: list[float] = []
@@ -72,20 +75,33 @@ def _compare(
         def run(self) -> PairRecord:
             now[0] += 1.0
             x = rng.gauss(TRUE, 0.025)
-            if hides and x > 0 and len(hidden) + 1 <= max(2, len(counted)):
+            arm = discard(x, counted, hidden)
+            if arm is not None:
                 hidden.append(x)
-                why = "arm b's worker could not be frozen: a choosing candidate"
-                raise PairDiscarded(why, "b")
+                raise PairDiscarded(f"arm {arm}'s worker could not be frozen: a test's", arm)
             counted.append(x)
             loads = {name: _samples(x) for name in names}
             return PairRecord(self.index, None, "abn", loads, "cgroup", "cgroup", 1.0)
 
-    monkeypatch.setattr(_measure, "time", SimpleNamespace(monotonic=lambda: now[0]))
-    monkeypatch.setattr(_measure, "PairSession", Session)
-    monkeypatch.setattr(_measure, "pair_dirs", lambda *a: None)
-    monkeypatch.setattr(_measure, "remove_tree", lambda p: None)
+    monkeypatch.setattr(_measure_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(_measure_module, "PairSession", Session)
+    monkeypatch.setattr(_measure_module, "pair_dirs", lambda *a: None)
+    monkeypatch.setattr(_measure_module, "remove_tree", lambda p: None)
     m = Measurement(task, (tmp_path, tmp_path), _plan(), seed, 0, tmp_path)
-    out = m.run({"a": "baseline", "b": "candidate"})
+    return m.run({"a": "baseline", "b": "candidate"}), counted
+
+
+def _compare(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, task: Task, hides: bool, seed: int
+) -> tuple[Any, list[float]]:
+    """With `hides`, a pair that would favour the baseline fails (its candidate's worker "could
+    not be frozen") wherever the judge's cap on discarded pairs (no more than counted, at least
+    two) lets it."""
+
+    def choose(x: float, counted: list[float], hidden: list[float]) -> str | None:
+        return "b" if hides and x > 0 and len(hidden) + 1 <= max(2, len(counted)) else None
+
+    out, counted = _measure(monkeypatch, tmp_path, task, seed, choose)
     assert out.comparison is not None
     return out.comparison, counted
 
@@ -125,3 +141,29 @@ def test_without_discarded_pairs_the_same_comparison_is_untouched(
         own = estimate(counted, 0.95, p.bootstrap_seed, 6, p.resamples)
         assert (comp.overall.verdict, comp.overall.why) == decide(own, 0.03)
         assert "discarded_pairs" not in comp.overall.notes
+
+
+@pytest.mark.parametrize("arm", ["b", "a"])
+def test_an_arm_whose_pairs_fail_more_than_count_is_rejected(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, task: Task, arm: str
+) -> None:
+    """Past the cap (more discarded than counted, at least three) measuring stops, and the
+    comparison would be `inconclusive` for want of pairs: a candidate losing a comparison could
+    end it that way at will. The arm whose worker failed most of them is rejected instead."""
+    out, counted = _measure(monkeypatch, tmp_path, task, 1, lambda x, c, h: arm if c else None)
+    assert out.comparison is None and out.failure is not None and len(counted) == 1
+    assert (out.failure.arm, out.failure.finding.code) == (arm, "freeze_resisted")
+    assert "3 of 3 discarded pairs (against 1 measured)" in out.failure.finding.detail
+    assert f"arm {arm}'s worker could not be frozen" in out.failure.finding.detail
+
+
+def test_control_the_null_arms_failures_reject_nobody(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, task: Task
+) -> None:
+    """The null arm's worker runs the judge's code: its discards stop the measuring with the
+    reason, and the comparison says what it has."""
+    out, counted = _measure(monkeypatch, tmp_path, task, 1, lambda x, c, h: "n" if c else None)
+    assert out.failure is None and out.comparison is not None and len(counted) == 1
+    assert out.comparison.stop.reason == "discarded" and len(out.comparison.stop.discarded) == 3
+    assert out.comparison.overall.verdict == "inconclusive"
+    assert "discarded_pairs" not in out.comparison.overall.notes

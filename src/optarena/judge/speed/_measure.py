@@ -17,7 +17,7 @@ from pathlib import Path
 
 from optarena.errors import OptarenaError
 from optarena.files import remove_tree
-from optarena.judge.correctness import derive_seed
+from optarena.judge.correctness import derive_seed, fail
 from optarena.judge.speed._arms import pair_dirs
 from optarena.judge.speed._integrity import ArmCalls, check_waiting
 from optarena.judge.speed._pair import (
@@ -220,6 +220,7 @@ class Measurement:
                 if why.arm is not None:
                     self.against[why.arm] += 1
                 if len(self.discarded) > max(2, len(pairs)):
+                    self._resisted(len(pairs))
                     return "discarded"
                 continue
             finally:
@@ -231,6 +232,24 @@ class Measurement:
                     hw = e.half_width
                     return "precise" if hw is not None and hw <= plan.precision else "decided"
         return "max_pairs"
+
+    def _resisted(self, counted: int) -> None:
+        """Measuring stops on discarded pairs; an arm that caused most of them failed it.
+
+        A candidate whose worker cannot be frozen (an uninterruptible kernel wait it starts at
+        will: a red-team candidate held one in `madvise(MADV_POPULATE_READ)` over cold files)
+        would otherwise end every comparison it is losing as `inconclusive` for want of pairs,
+        which `decide`'s rule on discarded pairs cannot reach. It is not measurable, and it is
+        its doing, as a timeout is: a rejection, with the reasons."""
+        for arm, n in self.against.items():
+            if 2 * n > len(self.discarded):
+                finding = fail(
+                    "freeze",
+                    "freeze_resisted",
+                    f"{n} of {len(self.discarded)} discarded pairs (against {counted} measured) "
+                    f"were its worker's or clock's doing: {self.discarded[-1]}",
+                )
+                raise ArmFailure(arm, finding, None)
 
     def _tick(self, what: str, elapsed: float) -> None:
         if self.progress is not None:

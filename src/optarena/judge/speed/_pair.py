@@ -92,8 +92,8 @@ class PairDiscarded(Exception):
     """The pair ran but is no evidence (an idle arm could not be frozen, a clock that went
     backwards or gave an arm's round no time); it does not count. `arm` is the arm whose
     worker or clock failed (None: the null arm's, the judge's own code): the comparison counts
-    such a pair against that arm (`_stats.Hidden`), since code that can fail its own pairs
-    chooses which count."""
+    such a pair against that arm (`_stats.decide`, `Measurement._resisted`), since code that can
+    fail its own pairs chooses which count."""
 
     def __init__(self, why: str, arm: str | None) -> None:
         super().__init__(why)
