@@ -208,7 +208,8 @@ def rmsnorm(x, weight, *, eps):
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            m = mmap.mmap(-1, 256 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x8000)
+            m = mmap.mmap(-1, 256 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            np.frombuffer(m, dtype=np.uint8)[::4096] = 1  # populated (MAP_POPULATE is refused)
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
             signal.setitimer(signal.ITIMER_REAL, 0.1)
             os.write(w, b"r")

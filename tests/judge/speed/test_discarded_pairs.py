@@ -19,10 +19,11 @@ import pytest
 
 # private: the comparison loop, driven by pairs of known log-ratio on a fake clock
 from optarena.judge.speed import _measure as _measure_module
+from optarena.judge.speed import estimate
 from optarena.judge.speed._measure import Measurement, MeasurePlan, Outcome
 from optarena.judge.speed._pair import PairDiscarded
 from optarena.judge.speed._samples import PairRecord, WorkloadSamples
-from optarena.judge.speed._stats import decide, estimate
+from optarena.judge.speed._stats import decide
 from optarena.tasks import BUILTIN_DIR, Task, load_task
 
 CALL_NS = 1_000_000
