@@ -1,5 +1,5 @@
-"""The A/A calibration checks of `benchmarks/fidelity.py`, and its agreement column, on literal
-numbers."""
+"""The A/A calibration checks of `benchmarks/fidelity.py`, its agreement column, and the
+tolerance scan of `benchmarks/tolerance_scan.py`, on literal numbers."""
 
 from __future__ import annotations
 
@@ -65,3 +65,17 @@ def test_agreement_says_where_the_in_process_ratio_lies_against_the_interval() -
     assert agreement([1.10, 1.20], 1.0) == "9.5% below"  # log(1.10)
     assert agreement([0.964, 0.865], 0.9) == "inside"  # ends in either order
     assert agreement(None, 1.0) == "-" and agreement([1.0], 1.0) == "-"
+
+
+def test_the_tolerance_scan_reads_the_baseline_inside_and_a_wrong_entry_outside() -> None:
+    """`benchmarks/tolerance_scan.py` on literal functions: the baseline itself, and a
+    negative control that is off by 1% everywhere."""
+    from tolerance_scan import baseline_entry, ratio
+
+    from optarena.tasks import resolve_task
+
+    task = resolve_task("rmsnorm")
+    w = task.spec.workload("decode")
+    fn = baseline_entry(task)
+    assert 0.0 <= ratio(task, fn, w, 3) < 0.5
+    assert ratio(task, lambda *a, **k: fn(*a, **k) * 1.01, w, 3) > 10.0
