@@ -13,27 +13,19 @@ this prints, per workload, the worst |out - ref| / (atol + rtol |ref|) of the ba
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _inprocess import load_entry
 
 from optarena.tasks import Task, Workload, resolve_task
 
 PYTHON_TASKS = ("attention", "layernorm", "moe-forward", "rmsnorm", "softmax")
-
-
-def baseline_entry(task: Task) -> Callable[..., Any]:
-    path = task.baseline_dir / task.spec.entry.file
-    spec = importlib.util.spec_from_file_location(f"scan_{task.id.replace('-', '_')}", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, task.spec.entry.function)  # type: ignore[no-any-return]
 
 
 def ratio(task: Task, fn: Callable[..., Any], w: Workload, seed: int) -> float:
@@ -50,7 +42,14 @@ def ratio(task: Task, fn: Callable[..., Any], w: Workload, seed: int) -> float:
 
 def scan(task: Task, seeds: int, seconds: float, first: int) -> list[tuple[str, int, float, int]]:
     """(workload, draws made, worst ratio, its seed) per workload, `seconds` at most each."""
-    fn = baseline_entry(task)
+    with tempfile.TemporaryDirectory(prefix="optarena-tolerance-scan-") as build:
+        fn = load_entry(task, task.baseline_dir, Path(build), f"scan_{task.id}")
+        return _scan(task, fn, seeds, seconds, first)
+
+
+def _scan(
+    task: Task, fn: Callable[..., Any], seeds: int, seconds: float, first: int
+) -> list[tuple[str, int, float, int]]:
     rows = []
     for w in task.spec.workloads:
         t0, worst, at, n = time.monotonic(), 0.0, first, 0

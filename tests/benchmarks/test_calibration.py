@@ -67,15 +67,18 @@ def test_agreement_says_where_the_in_process_ratio_lies_against_the_interval() -
     assert agreement(None, 1.0) == "-" and agreement([1.0], 1.0) == "-"
 
 
-def test_the_tolerance_scan_reads_the_baseline_inside_and_a_wrong_entry_outside() -> None:
+def test_the_tolerance_scan_reads_the_baseline_inside_and_a_wrong_entry_outside(
+    tmp_path: Path,
+) -> None:
     """`benchmarks/tolerance_scan.py` on literal functions: the baseline itself, and a
     negative control that is off by 1% everywhere."""
-    from tolerance_scan import baseline_entry, ratio
+    from _inprocess import load_entry
+    from tolerance_scan import ratio
 
     from optarena.tasks import resolve_task
 
     task = resolve_task("rmsnorm")
     w = task.spec.workload("decode")
-    fn = baseline_entry(task)
+    fn = load_entry(task, task.baseline_dir, tmp_path, "scan_test")
     assert 0.0 <= ratio(task, fn, w, 3) < 0.5
     assert ratio(task, lambda *a, **k: fn(*a, **k) * 1.01, w, 3) > 10.0
