@@ -25,13 +25,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(var, "1")  # as in the judge's workers (before NumPy is imported)
+if __name__ == "__main__":  # the fresh process it runs as; an importer's environment is its own
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")  # as in the judge's workers (before NumPy is imported)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from optarena.judge.correctness._native import BUILD_FLAGS, BUILD_LIBS, compiler  # noqa: E402
-from optarena.tasks import Task, load_task  # noqa: E402
+from optarena.judge.correctness._native import BUILD_FLAGS, BUILD_LIBS, compiler
+from optarena.tasks import Task, load_task
 
 
 def _native() -> Any:

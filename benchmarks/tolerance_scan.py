@@ -13,12 +13,17 @@ this prints, per workload, the worst |out - ref| / (atol + rtol |ref|) of the ba
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+if __name__ == "__main__":  # never on import: a test's environment (its runtime identity) stays
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")  # as in the judge's workers (before NumPy is imported)
 
 import numpy as np
 from _inprocess import load_entry
