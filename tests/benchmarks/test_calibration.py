@@ -3,6 +3,7 @@ tolerance scan of `benchmarks/tolerance_scan.py`, on literal numbers."""
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -65,6 +66,30 @@ def test_agreement_says_where_the_in_process_ratio_lies_against_the_interval() -
     assert agreement([1.10, 1.20], 1.0) == "9.5% below"  # log(1.10)
     assert agreement([0.964, 0.865], 0.9) == "inside"  # ends in either order
     assert agreement(None, 1.0) == "-" and agreement([1.0], 1.0) == "-"
+
+
+def test_agreement_and_target_carry_the_references_range_over_fresh_processes() -> None:
+    """The reference over several fresh processes is a range: the judge agrees with it when
+    the two overlap, and the target is read at every pairing of the ends."""
+    from fidelity import against_target, agreement
+
+    assert agreement([0.870, 0.917], [0.880, 0.976]) == "inside"  # overlap at 0.880..0.917
+    assert agreement([0.745, 0.774], [0.807, 0.830]) == "4.2% above"  # log(0.807 / 0.774)
+    assert agreement([1.10, 1.20], [0.95, 1.0]) == "9.5% below"
+    assert agreement([1.0, 1.1], []) == "-"
+    # a 2x effect, both measurements tight: met, and the range spans every pairing
+    fid, target = against_target([1.95, 2.05], [1.97, 2.01])
+    assert target == "met" and fid is not None
+    assert math.isclose(fid[0], math.log(1.95) / math.log(2.01))
+    assert math.isclose(fid[1], math.log(2.05) / math.log(1.97))
+    # one reference value gives the old reading; a range can only widen the fidelity range
+    assert against_target([1.95, 2.05], 2.0)[1] == "met"
+    assert against_target([1.60, 1.70], [1.97, 2.01])[1] == "missed"  # 0.67..0.79
+    # a small effect: the reference's own spread leaves the target open, never met or missed
+    assert against_target([0.870, 0.917], [0.880, 0.976])[1] == "open"
+    # a reference that straddles no change cannot give the effect's size at all
+    assert against_target([0.97, 1.01], [0.99, 1.02]) == (None, "open")
+    assert against_target(None, [1.9, 2.0]) == (None, "-")
 
 
 def test_the_tolerance_scan_reads_the_baseline_inside_and_a_wrong_entry_outside(
