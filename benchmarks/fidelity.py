@@ -152,6 +152,10 @@ def _planted(task: Task, fraction: float, dest: Path, twice: bool) -> Path:
     return dest
 
 
+def geomean(xs: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(x) for x in xs))
+
+
 def in_process(
     task: Task, a: Path, b: Path, seconds: float, seed: int, inputs: str = "written"
 ) -> dict[str, Any]:
@@ -170,15 +174,7 @@ def in_process(
     if done.returncode != 0:
         raise RuntimeError(f"in-process timing failed: {done.stderr[-2000:]}")
     per = json.loads(done.stdout)
-    ratios = [row["ratio"] for row in per.values()]
-    return {
-        "workloads": per,
-        "overall": math.exp(statistics.fmean(math.log(r) for r in ratios)),
-    }
-
-
-def geomean(xs: list[float]) -> float:
-    return math.exp(statistics.fmean(math.log(x) for x in xs))
+    return {"workloads": per, "overall": geomean([row["ratio"] for row in per.values()])}
 
 
 def reference(task: Task, a: Path, b: Path, seconds: float, seed: int, runs: int) -> dict[str, Any]:
@@ -234,6 +230,11 @@ def fidelity_of(judge: float | None, true: float) -> float | None:
     return math.log(judge) / math.log(true)
 
 
+def _ends(true: float | list[float]) -> list[float]:
+    """The reference as a list: one in-process ratio, or the fresh processes' range."""
+    return [true] if isinstance(true, float | int) else list(true)
+
+
 def against_target(
     ci: list[float] | None,
     true: float | list[float],
@@ -244,7 +245,7 @@ def against_target(
     range of the fresh processes' ratios: every pairing of the ends), and whether it is inside
     [lo, hi]: `met`, `missed` (wholly outside), or `open` (it reaches across a bound, as it
     must for a small effect, whose log ratio is near 0: the two measurements cannot tell)."""
-    refs = [true] if isinstance(true, float | int) else list(true)
+    refs = _ends(true)
     if not ci or len(ci) != 2 or not refs:
         return None, "-"
     if min(refs) < 1 < max(refs):
@@ -270,7 +271,7 @@ def agreement(ci: list[float] | None, true: float | list[float]) -> str:
     if not ci or len(ci) != 2:
         return "-"
     lo, hi = sorted(ci)
-    refs = [true] if isinstance(true, float | int) else list(true)
+    refs = _ends(true)
     if not refs:
         return "-"
     r_lo, r_hi = min(refs), max(refs)

@@ -119,20 +119,20 @@ def test_every_wrong_numeric_control_has_a_catching_workload() -> None:
         }
 
 
+def _scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    qk = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64))
+    return qk / np.sqrt(q.shape[-1])
+
+
 def test_attention_shifted_scores_are_exact_in_float32() -> None:
     """The large-logit edges are fair: float32 scores equal the float64 ones bit for bit."""
     task = resolve_task("attention")
     for name, sign in (("large-logits", 1.0), ("very-negative-logits", -1.0)):
         (q, k, _), _ = task.generator(task.spec.workload(name), 7)
         s32 = np.matmul(q, np.swapaxes(k, -1, -2)) * np.float32(0.125)
-        s64 = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64)) / 8.0
+        s64 = _scores(q, k)  # dim 64: divided by 8 exactly
         assert np.array_equal(s32.astype(np.float64), s64)
         assert np.all(sign * s64 > 100.0) and np.ptp(s64) < 60.0
-
-
-def _scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    qk = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64))
-    return qk / np.sqrt(q.shape[-1])
 
 
 def test_attention_random_scores_and_values_stay_where_float32_is_within_tolerance() -> None:
