@@ -176,9 +176,20 @@ def loaded_files(root: Path = PACKAGE_DIR) -> frozenset[str]:
     out = set()
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if path and Path(path).resolve().is_relative_to(root):
-            out.add(Path(path).resolve().relative_to(root).as_posix())
+        rel = _relative_to(path, root) if isinstance(path, str) and path else None
+        if rel is not None:
+            out.add(rel)
     return frozenset(out)
+
+
+@cache
+def _relative_to(path: str, root: Path) -> str | None:
+    """`path` resolved, relative to `root` (None: outside it). Once per module file: resolving
+    every loaded module's path on every judgement (a `realpath` each, thousands in a process
+    that imported a test suite) was a tenth of such a process's CPU. A module's file is where
+    it was loaded from; links changed after that do not change which code it is."""
+    resolved = Path(path).resolve()
+    return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else None
 
 
 def package_hashes(root: Path = PACKAGE_DIR) -> dict[str, str]:
