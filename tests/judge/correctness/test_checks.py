@@ -62,6 +62,22 @@ def test_tolerance_boundaries() -> None:
     assert tolerance_violations(np.array([-np.inf]), np.array([np.inf]), 0, 0).all()
 
 
+def test_tolerance_reports_the_largest_finite_error() -> None:
+    """The mask and the errors come from one computation: the count covers NaN and inf, the
+    largest error only the finite ones, and a float32 output is compared in float64."""
+    out = np.array([1.0, np.nan, np.inf, 2.0, np.inf], dtype=np.float32)
+    ref = np.array([1.25, 1.0, 1.0, 2.0, np.inf])
+    f = check_tolerance(out, ref, 0.1, 0.0)
+    assert f.code == "out_of_tolerance"
+    assert "3 of 5 elements" in f.detail and "max abs error 0.25" in f.detail
+    assert "first at (0,)" in f.detail
+    right = check_tolerance(np.array([np.inf, 3.0]), np.array([np.inf, 3.0]), 0.0, 0.0)
+    assert right.passed and "max abs error 0 " in right.detail
+    assert check_tolerance(np.array([np.nan]), np.array([np.nan]), 1.0, 1.0).code == (
+        "out_of_tolerance"
+    )
+
+
 def test_inputs_unmodified_is_bitwise() -> None:
     a = np.array([1.0, np.nan], dtype=np.float32)
     assert check_inputs_unmodified([a], [a.copy()]).passed
