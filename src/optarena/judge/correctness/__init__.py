@@ -11,6 +11,7 @@ checks, the inputs' derivation and the load request, so timed outputs are judged
 from optarena.judge.correctness._call_checks import contract_findings, returned
 from optarena.judge.correctness._checks import (
     Finding,
+    allowed_error,
     check_dtype,
     check_finite,
     check_shape,
@@ -33,6 +34,7 @@ from optarena.judge.correctness._phase import (
 __all__ = [
     "Finding",
     "Recorder",
+    "allowed_error",
     "area_sizes",
     "array_inputs",
     "check_dtype",

@@ -70,6 +70,14 @@ def first_true(mask: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(int(np.argmax(mask)), mask.shape))
 
 
+def allowed_error(ref: np.ndarray, atol: float, rtol: float) -> np.ndarray:
+    """atol + rtol * |ref|, per element, in one new float64 array."""
+    allowed = np.abs(ref)
+    allowed *= rtol
+    allowed += atol
+    return allowed
+
+
 def tolerance_violations(out: np.ndarray, ref: np.ndarray, atol: float, rtol: float) -> np.ndarray:
     """Boolean mask of elements outside |out - ref| <= atol + rtol * |ref| (NaN counts as out)."""
     return _violations(out, ref, atol, rtol)[0]
@@ -85,10 +93,7 @@ def _violations(
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.subtract(out64, ref)
         np.abs(err, out=err)
-        allowed = np.abs(ref)
-        allowed *= rtol
-        allowed += atol
-        good = err <= allowed
+        good = err <= allowed_error(ref, atol, rtol)
         nonfinite = ~np.isfinite(ref)
         if nonfinite.any():  # inf where the oracle has the same inf is right
             good |= nonfinite & (out64 == ref)
@@ -98,7 +103,7 @@ def _violations(
 def check_tolerance(out: np.ndarray, ref: np.ndarray, atol: float, rtol: float) -> Finding:
     bad, err = _violations(out, ref, atol, rtol)
     n = int(np.count_nonzero(bad))
-    max_err = float(np.max(err, where=np.isfinite(err), initial=0.0)) if err.size else 0.0
+    max_err = float(np.max(err, where=np.isfinite(err), initial=0.0))
     if n == 0:
         return ok("tolerance", f"max abs error {max_err:.3g} (atol {atol:g}, rtol {rtol:g})")
     first = first_true(bad)

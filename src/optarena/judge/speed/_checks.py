@@ -15,6 +15,7 @@ import numpy as np
 
 from optarena.judge.correctness import (
     Finding,
+    allowed_error,
     check_dtype,
     check_finite,
     check_shape,
@@ -50,10 +51,7 @@ class TimedInput:
     def allowed(self, tol: Tolerance) -> np.ndarray:
         """atol + rtol * |ref|, computed once and shared by both arms' outputs."""
         if self._allowed is None:
-            a = np.abs(self.expected())
-            a *= tol.rtol
-            a += tol.atol
-            self._allowed = a
+            self._allowed = allowed_error(self.expected(), tol.atol, tol.rtol)
         return self._allowed
 
 
