@@ -8,6 +8,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
+from pathlib import Path
+
+import pytest
 
 from optarena.identity import (
     BUILTIN_TASKS,
@@ -17,6 +21,7 @@ from optarena.identity import (
     judge_sha256,
     judging_code,
     judging_files,
+    loaded_files,
 )
 
 # private: the seal's own list of files, compared with the manifest
@@ -63,3 +68,22 @@ def test_the_three_users_share_the_manifest() -> None:
     assert sealed <= set(files) and "judge/worker/_loop.py" in sealed
     snapshot = next(r for r in code_references() if not r.installed)
     assert set(files) <= set(snapshot.hashes)
+
+
+def test_loaded_files_follows_the_modules_loaded_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each module's path is resolved once and cached, but the set is read from `sys.modules`
+    at every call: a module loaded (here through a link into the package) after an earlier
+    call is in the next one, and gone once it is unloaded; a link out of the package is not."""
+    first = loaded_files()
+    inside, outside = tmp_path / "inside.py", tmp_path / "outside.py"
+    inside.symlink_to(PACKAGE_DIR / "tasks" / "builtin" / "rmsnorm" / "TASK.md")
+    outside.write_text("")
+    for name, path in (("_optarena_test_inside", inside), ("_optarena_test_outside", outside)):
+        module = types.ModuleType(name)
+        module.__file__ = str(path)
+        monkeypatch.setitem(sys.modules, name, module)
+    assert loaded_files() == first | {"tasks/builtin/rmsnorm/TASK.md"}
+    monkeypatch.undo()
+    assert "tasks/builtin/rmsnorm/TASK.md" not in loaded_files()
