@@ -375,6 +375,12 @@ class WorkerCgroups:
         h = self.layout.chosen.get("pids") or next(iter(self.dirs), None)
         return _procs(self.dirs[h]) if h is not None else set()
 
+    def frozen_procs(self) -> set[int]:
+        """The members of the freezer hierarchy: the ones a freeze holds (its directory may
+        be gone or unreadable: then none is known to be held)."""
+        h = self.layout.chosen.get("freezer")
+        return _procs(self.dirs[h]) if h is not None and h in self.dirs else set()
+
     def cpu_source(self) -> str | None:
         h = self.layout.chosen.get("cpu")
         return None if h is None else ("cpuacct" if h.version == 1 else "cgroup2")
