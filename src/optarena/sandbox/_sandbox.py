@@ -47,6 +47,8 @@ from optarena.processes import (
     is_zombie,
     kill_tree,
     signal_all,
+    signal_same,
+    start_ticks,
     stop_all,
     stop_then_kill,
     wait_dead,
@@ -445,10 +447,14 @@ class Sandbox:
             # SIGKILL; a SIGSTOP waits in vain for it to show as stopped (it stays `S` while
             # frozen), which cost each call of a candidate that left a process 0.5 s. What
             # is not in the frozen cgroup is still stopped, and waited for, first.
-            held = self.strays() & self.cgroup.frozen_procs()
-            signal_all(held, signal.SIGKILL)
+            # Known by start time and looked for again, as in `stop_then_kill`: a stray can
+            # still die (its reaper, the namespace's init, is not frozen) and leave its pid.
+            first = {p: start_ticks(p) for p in self.strays() & self.cgroup.frozen_procs()}
+            again = self.cgroup.frozen_procs()
+            held = {p: t for p, t in first.items() if t is not None and p in again}
+            signal_same(held, signal.SIGKILL)
             wait_dead(held)
-            return len(held) + stop_then_kill(lambda: self.strays() - held)
+            return len(held) + stop_then_kill(lambda: self.strays() - held.keys())
         return stop_then_kill(self.strays)
 
     # -- accounting and freezing (the judge's clocks live outside the worker) ----------------
