@@ -445,8 +445,8 @@ class Sandbox:
         if self._frozen and self._sources[1] == "cgroup2" and self.cgroup is not None:
             # A task of a v2-frozen cgroup cannot run (so cannot fork) and dies at once on
             # SIGKILL; a SIGSTOP waits in vain for it to show as stopped (it stays `S` while
-            # frozen), which cost each call of a candidate that left a process 0.5 s. What
-            # is not in the frozen cgroup is still stopped, and waited for, first.
+            # frozen), which cost each call of a candidate that left a process 0.5 s. A
+            # stray outside the frozen cgroup is then stopped, and waited for, as before.
             # Known by start time and looked for again, as in `stop_then_kill`: a stray can
             # still die (its reaper, the namespace's init, is not frozen) and leave its pid.
             first = {p: start_ticks(p) for p in self.strays() & self.cgroup.frozen_procs()}
