@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from adversarial._support import MARKER, JudgeFn
-from adversarial.cheats import CHEATS
+from adversarial.cheats import CHEATS, SMX, SMX_PRE, smx
 from optarena.judge import JudgeOptions, judge
 from optarena.judge.correctness import array_inputs, derive_seed
 from optarena.tasks import Task, resolve_task
@@ -69,3 +69,27 @@ def test_fresh_inputs_leave_nothing_to_cache(tasks: dict[str, Task]) -> None:
                     key = _digest(args, kwargs)
                     assert key not in seen, f"{task.id}: inputs repeated: {seen.get(key)}"
                     seen[key] = (w.name, ci)
+
+
+AT_EXIT = smx(
+    f"    {SMX_PRE}\n    return {SMX}",
+    "import atexit, os, sys\n\n\n"
+    "def _late():\n"
+    "    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n"
+    "            os.execv(sys.executable, [sys.executable, '-c',\n"
+    "                     'import time; time.sleep(300)', '@MARKER@'])\n"
+    "        os._exit(0)\n\n\n"
+    "atexit.register(_late)\n",
+)
+
+
+def test_a_process_forked_at_the_workers_exit_does_not_outlive_the_judgement(
+    tasks: dict[str, Task], judge_source: JudgeFn
+) -> None:
+    """A correct candidate whose atexit handler daemonises. The handler runs when the worker
+    exits on the judge's request, after the last call and its last look for strays (seen in
+    the worker's log); what it starts dies with the PID namespace's init, or at the sandbox's
+    close where there is none. Nothing is left (the autouse `no_strays` looks for the marker on
+    the whole machine) and the verdict is the code's."""
+    result = judge_source(tasks["softmax"], AT_EXIT.replace("@MARKER@", MARKER))
+    assert result.verdict == "accepted", result.reasons
