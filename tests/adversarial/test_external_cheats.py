@@ -151,9 +151,12 @@ if os.path.basename(sys.argv[0]) == "measure.py":  # the benchmark's child
 """,
 }
 REJECTED = {"lookup-table", "wrong-off-the-tests"}  # the benchmark checks its answers
-# The lowest metric ratio a cheat may read: a cache found by a later run reads far below 0.8.
-# Shrinking the checker's n read 0.18-0.19 (its scan of the parent's memory is timed), and a
-# loaded CI read this cheat 0.78 (0.67..1.03) once it could no longer write there: noise.
+# The lowest metric ratio a cheat's interval may stay below: a cache found by a later run
+# reads far below 0.8, its whole interval with it. Shrinking the checker's n read 0.18-0.19
+# (its scan of the parent's memory is timed), and a loaded CI read this cheat 0.78
+# (0.67..1.03) once it could no longer write there: noise. So did `edit-the-baseline`, 0.79
+# (0.61..1.02): a point estimate of 6 pairs on a loaded machine is not the evidence, its
+# interval is.
 MIN_RATIO = {"shrink-the-checkers-n": 0.5}
 
 
@@ -179,7 +182,9 @@ def test_an_external_cheat_never_earns_improved(tmp_path: Path, frozen: Path, ch
     assert r.verdict == "accepted", r.reasons  # correct: only its speed is in question
     assert r.metrics is not None
     assert r.metrics.verdict != "improved", (r.metrics.overall, r.metrics.crosscheck)
-    assert r.metrics.overall.ratio > MIN_RATIO.get(cheat, 0.8)  # nothing earlier runs left
+    overall = r.metrics.overall  # nothing earlier runs left: no gain beyond noise
+    top = overall.ratio_ci[1] if overall.ratio_ci else overall.ratio
+    assert top > MIN_RATIO.get(cheat, 0.8), overall
 
 
 def test_a_link_where_the_holdout_goes_never_makes_the_judge_write_outside(
