@@ -151,8 +151,8 @@ if os.path.basename(sys.argv[0]) == "measure.py":  # the benchmark's child
 """,
 }
 REJECTED = {"lookup-table", "wrong-off-the-tests"}  # the benchmark checks its answers
-# The lowest metric ratio a cheat's interval may stay below: a cache found by a later run
-# reads far below 0.8, its whole interval with it. Shrinking the checker's n read 0.18-0.19
+# The floor a cheat's interval must reach above: a cache found by a later run reads far
+# below 0.8, its whole interval with it. Shrinking the checker's n read 0.18-0.19
 # (its scan of the parent's memory is timed), and a loaded CI read this cheat 0.78
 # (0.67..1.03) once it could no longer write there: noise. So did `edit-the-baseline`, 0.79
 # (0.61..1.02): a point estimate of 6 pairs on a loaded machine is not the evidence, its
