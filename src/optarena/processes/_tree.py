@@ -306,10 +306,16 @@ def _wait_stopped(pids: Iterable[int], deadline: float) -> None:
             delay = min(2 * delay, 1e-3)
 
 
-def stop_then_kill(collect: Callable[[], set[int]], timeout_s: float = 2.0) -> int:
+def stop_then_kill(
+    collect: Callable[[], set[int]],
+    timeout_s: float = 2.0,
+    held: Callable[[], set[int]] | None = None,
+) -> int:
     """SIGSTOP what `collect` finds until it finds nothing new or `timeout_s` has passed, then
     SIGKILL all of it. Returns how many processes were killed. `collect` must not include the
-    caller.
+    caller. `held` lists processes that cannot run (a frozen cgroup's): they cannot fork, so
+    their stops are not waited for (a frozen task never shows as stopped: each round would
+    wait out its half second).
 
     Each round waits (within the deadline) for its stops to take effect: a process signalled
     but not yet stopped can still fork, and a child born after the last look would be missed.
@@ -335,7 +341,8 @@ def stop_then_kill(collect: Callable[[], set[int]], timeout_s: float = 2.0) -> i
         new = {pid: start for pid, start in found.items() if pid in again}
         signal_same(new, signal.SIGSTOP)
         seen.update(new)
-        _wait_stopped(new, min(deadline, time.monotonic() + 0.5))
+        running = set(new) - (held() if held is not None else set())
+        _wait_stopped(running, min(deadline, time.monotonic() + 0.5))
     signal_same(seen, signal.SIGKILL)
     wait_dead(seen)  # a stopped process receiving SIGKILL dies at once
     return len(seen)

@@ -47,8 +47,6 @@ from optarena.processes import (
     is_zombie,
     kill_tree,
     signal_all,
-    signal_same,
-    start_ticks,
     stop_all,
     stop_then_kill,
     wait_dead,
@@ -444,17 +442,9 @@ class Sandbox:
             return len(strays) + stop_then_kill(lambda: self.strays() - strays)
         if self._frozen and self._sources[1] == "cgroup2" and self.cgroup is not None:
             # A task of a v2-frozen cgroup cannot run (so cannot fork) and dies at once on
-            # SIGKILL; a SIGSTOP waits in vain for it to show as stopped (it stays `S` while
-            # frozen), which cost each call of a candidate that left a process 0.5 s. A
-            # stray outside the frozen cgroup is then stopped, and waited for, as before.
-            # Known by start time and looked for again, as in `stop_then_kill`: a stray can
-            # still die (its reaper, the namespace's init, is not frozen) and leave its pid.
-            first = {p: start_ticks(p) for p in self.strays() & self.cgroup.frozen_procs()}
-            again = self.cgroup.frozen_procs()
-            held = {p: t for p, t in first.items() if t is not None and p in again}
-            signal_same(held, signal.SIGKILL)
-            wait_dead(held)
-            return len(held) + stop_then_kill(lambda: self.strays() - held.keys())
+            # SIGKILL; waiting for its SIGSTOP to show (it stays `S` while frozen) cost each
+            # call of a candidate that left a process 0.5 s. A stray outside it is waited for.
+            return stop_then_kill(self.strays, held=self.cgroup.frozen_procs)
         return stop_then_kill(self.strays)
 
     # -- accounting and freezing (the judge's clocks live outside the worker) ----------------
