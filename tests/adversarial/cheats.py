@@ -28,6 +28,15 @@ def rms(body: str, header: str = "") -> str:
     return f"import numpy as np\n{header}\ndef rmsnorm(x, weight, *, eps):\n{body}\n"
 
 
+# A function body that leaves a marked daemon (fork, setsid, fork, exec) and goes on.
+DAEMON = (
+    "    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n"
+    "            os.execv(sys.executable, [sys.executable, '-c',\n"
+    "                     'import time; time.sleep(300)', '@MARKER@'])\n"
+    "        os._exit(0)\n"
+)
+
+
 def smx(body: str, header: str = "") -> str:
     return f"import numpy as np\n{header}\ndef softmax(x):\n{body}\n"
 
@@ -326,14 +335,7 @@ CHEATS = [
         "leave-a-detached-daemon",
         "softmax",
         "process_outlived_call",
-        smx(
-            "    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n"
-            "            os.execv(sys.executable, [sys.executable, '-c',\n"
-            "                     'import time; time.sleep(300)', '@MARKER@'])\n"
-            "        os._exit(0)\n    os.wait()\n"
-            f"    {SMX_PRE}\n    return {SMX}",
-            "import os, sys",
-        ),
+        smx(f"{DAEMON}    os.wait()\n    {SMX_PRE}\n    return {SMX}", "import os, sys"),
     ),
     Cheat(
         "fork-bomb",

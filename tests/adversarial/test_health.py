@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from adversarial._support import MARKER, JudgeFn
-from adversarial.cheats import CHEATS, SMX, SMX_PRE, smx
+from adversarial.cheats import CHEATS, DAEMON, SMX, SMX_PRE, smx
 from optarena.judge import JudgeOptions, judge
 from optarena.judge.correctness import array_inputs, derive_seed
 from optarena.tasks import Task, resolve_task
@@ -73,13 +73,7 @@ def test_fresh_inputs_leave_nothing_to_cache(tasks: dict[str, Task]) -> None:
 
 AT_EXIT = smx(
     f"    {SMX_PRE}\n    return {SMX}",
-    "import atexit, os, sys\n\n\n"
-    "def _late():\n"
-    "    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n"
-    "            os.execv(sys.executable, [sys.executable, '-c',\n"
-    "                     'import time; time.sleep(300)', '@MARKER@'])\n"
-    "        os._exit(0)\n\n\n"
-    "atexit.register(_late)\n",
+    f"import atexit, os, sys\n\n\ndef _late():\n{DAEMON}\n\natexit.register(_late)\n",
 )
 
 
