@@ -338,6 +338,22 @@ CHEATS = [
         smx(f"{DAEMON}    os.wait()\n    {SMX_PRE}\n    return {SMX}", "import os, sys"),
     ),
     Cheat(
+        # Strays that are always mid-fork when the worker is frozen, aimed at the frozen
+        # kill, which does not wait for a frozen stray to stop (it cannot run, so cannot fork).
+        "leave-a-churn-of-forks",
+        "softmax",
+        "process_outlived_call",
+        smx(
+            "    for _ in range(4):\n        if os.fork() == 0:\n            os.setsid()\n"
+            "            while True:\n                pid = os.fork()\n"
+            "                if pid == 0:\n                    os.execv(sys.executable, "
+            "[sys.executable, '-c', 'pass', '@MARKER@'])\n"
+            "                os.waitpid(pid, 0)\n"
+            f"    {SMX_PRE}\n    return {SMX}",
+            "import os, sys",
+        ),
+    ),
+    Cheat(
         "fork-bomb",
         "rmsnorm",
         "process_limit",
