@@ -11,7 +11,13 @@ from typing import Any
 import numpy as np
 
 from optarena.judge._result import Check
-from optarena.judge.client import CallResult, WorkerClient, WorkerError, arena_bytes
+from optarena.judge.client import (
+    CallResult,
+    WorkerClient,
+    WorkerError,
+    arena_bytes,
+    one_blas_thread,
+)
 from optarena.judge.correctness._call_checks import contract_findings, returned
 from optarena.judge.correctness._checks import (
     Finding,
@@ -333,9 +339,15 @@ def run_correctness(
     info: dict[str, Any] = {}
     calls = plan_calls(task, seed)
     sizes = area_sizes([array_inputs(c.args, c.kwargs) for c in calls])
-    with WorkerClient(
-        candidate_dir, limits, log_path, policy=policy, protect=[task.root], arena_bytes=sizes
-    ) as w:
+    # The oracle's products on one BLAS thread: the pool's threads would spin on the CPUs the
+    # worker's calls run on (a call's timeout counts their time), and on a small machine
+    # everything else's (`client/_blas`).
+    with (
+        one_blas_thread(),
+        WorkerClient(
+            candidate_dir, limits, log_path, policy=policy, protect=[task.root], arena_bytes=sizes
+        ) as w,
+    ):
         session = _Session(task, w, seed, deadline, calls)
         rec = session.rec
         load_timeout = max(min(limits.load_timeout_s, deadline - time.monotonic()), 1e-3)
