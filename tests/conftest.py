@@ -16,13 +16,13 @@ from optarena.tasks import BUILTIN_DIR, Task, load_task
 
 def pytest_configure(config: pytest.Config) -> None:
     """OpenBLAS's pool threads, after each product on more than one thread, spin for about
-    0.1 s before they sleep. The judge's own products run on one thread (`one_blas_thread`),
-    but the tests' own (oracles, statistics, SciPy's pool too) ran on the default pool, and the
-    xdist workers' idle pools spun for about 50 s of CPU a run (3.9% of the suite's samples in
-    `blas_thread_server`) on a 2-CPU machine the suite shares. Set in the controller before the
-    xdist workers start, so they and every process a test starts inherit it; the candidates'
-    workers do not (`worker_env` passes on no such variable). With `-n 0` NumPy is loaded
-    before this runs, and it changes nothing."""
+    0.1 s before they sleep. The judge's products while a worker runs calls are on one thread
+    (`one_blas_thread`); the others in the xdist workers (the tests' own, SciPy's pool too) ran
+    on the default pools, which spun for about 50 s of CPU a run (3.9% of the suite's samples
+    in `blas_thread_server`) on a 2-CPU machine the suite shares. Set in the controller before
+    the xdist workers start, so they and every process a test starts inherit it; the
+    candidates' workers do not (`worker_env` passes on no such variable). With `-n 0` NumPy is
+    loaded in this process before this runs: only the processes the tests start get it."""
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # 2**4 cycles: no spinning
 
 
