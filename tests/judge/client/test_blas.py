@@ -118,7 +118,7 @@ def test_the_correctness_phase_runs_on_one_blas_thread(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """The oracle's products run between the worker's calls: on the default pool, its threads
-    spun on the CPUs the calls ran on (a 2-CPU machine judged the built-in controls in 23% less
+    spun on the CPUs the calls ran on (a 2-CPU machine judged the built-in controls in 25% less
     CPU on one thread)."""
     seen: list[list[int]] = []
 

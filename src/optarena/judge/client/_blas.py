@@ -9,7 +9,7 @@ the wall clock, and the worker shared its core's caches with them. With one BLAS
 (the products run on the judge's measuring thread, pinned with the worker and blocked while
 it runs) the calls' wall time is their CPU time (13.04 ms against 13.00). The correctness
 phase holds it too: its oracle runs between the worker's calls as well, and on a 2-CPU machine
-the spinning pool cost the built-in controls' judgements 23% more CPU (117.8 s against 88.9 s
+the spinning pool cost the built-in controls' judgements 33% more CPU (117.8 s against 88.9 s
 for tests/judge/test_controls.py) and its calls' timeouts count that time. The workers run
 with one thread already (`_worker_env`).
 """
