@@ -119,7 +119,36 @@ def test_calls_come_back_as_records_and_keys_are_never_stored(
     assert [r.api for r in rows] == ["anthropic", "responses", "chat"]
     assert all(isinstance(r, CallRecord) and r.input_tokens == 12 for r in rows)
     assert SECRET not in repr(rows) and SECRET not in log.read_text()
-    assert [CallRecord.model_validate_json(line) for line in log.read_text().splitlines()] == rows
+    logged = [CallRecord.model_validate_json(line) for line in log.read_text().splitlines()]
+    assert sorted(logged, key=lambda c: c.seq) == rows  # the log is in the order of recording
+
+
+def test_calls_come_back_in_arrival_order_whatever_order_they_were_recorded_in(
+    fake: FakeModelServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reply reaches the client before its record is written, so the client's next call
+    can be recorded first (this test's own assertion once failed on it in CI, under load).
+    Here the first call's record is held back until the others are written."""
+    with MeteredSession(fake.url, ProxyLimits(), tmp_path / "calls.jsonl") as s:
+        record, held = s.meter.record, threading.Event()
+
+        def late_first(call: CallRecord) -> None:
+            if call.seq != 1:
+                record(call)
+                return
+
+            def later() -> None:
+                held.wait(10)
+                record(call)
+
+            threading.Thread(target=later).start()
+
+        monkeypatch.setattr(s.meter, "record", late_first)
+        for api in PATHS:
+            post(s.url, PATHS[api], body(api, True))
+        held.set()
+    assert [c.seq for c in s.meter.calls] == [2, 3, 1]  # the order they were recorded in
+    assert [(c.seq, c.api) for c in s.calls] == [(1, "anthropic"), (2, "responses"), (3, "chat")]
 
 
 def test_calls_route_to_their_providers_upstream(tmp_path: Path) -> None:

@@ -50,8 +50,11 @@ class MeteredSession:
 
     @property
     def calls(self) -> list[CallRecord]:
-        """Every call the proxy saw, in arrival order (what the trial records)."""
-        return list(self.meter.calls)
+        """Every call the proxy saw, in arrival order (what the trial records). The meter
+        holds them in the order their records were written, which is not it: a reply reaches
+        the agent before its record is written, so the agent's next call can be recorded
+        first (the JSONL log keeps that order; each record's `seq` is its arrival)."""
+        return sorted(self.meter.calls, key=lambda c: c.seq)
 
     def usage(self) -> Usage:
         return self.meter.usage()
