@@ -128,17 +128,19 @@ def test_calls_come_back_in_arrival_order_whatever_order_they_were_recorded_in(
 ) -> None:
     """A reply reaches the client before its record is written, so the client's next call
     can be recorded first (this test's own assertion once failed on it in CI, under load).
-    Here the first call's record is held back until the others are written."""
+    Here the first call's record is held back until the last one's is written."""
     with MeteredSession(fake.url, ProxyLimits(), tmp_path / "calls.jsonl") as s:
-        record, held = s.meter.record, threading.Event()
+        record, last_written = s.meter.record, threading.Event()
 
         def late_first(call: CallRecord) -> None:
             if call.seq != 1:
                 record(call)
+                if call.seq == len(PATHS):
+                    last_written.set()
                 return
 
             def later() -> None:
-                held.wait(10)
+                last_written.wait(10)
                 record(call)
 
             threading.Thread(target=later).start()
@@ -146,7 +148,6 @@ def test_calls_come_back_in_arrival_order_whatever_order_they_were_recorded_in(
         monkeypatch.setattr(s.meter, "record", late_first)
         for api in PATHS:
             post(s.url, PATHS[api], body(api, True))
-        held.set()
     assert [c.seq for c in s.meter.calls] == [2, 3, 1]  # the order they were recorded in
     assert [(c.seq, c.api) for c in s.calls] == [(1, "anthropic"), (2, "responses"), (3, "chat")]
 
