@@ -127,7 +127,7 @@ def test_calls_come_back_in_arrival_order_whatever_order_they_were_recorded_in(
     fake: FakeModelServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A reply reaches the client before its record is written, so the client's next call
-    can be recorded first (this test's own assertion once failed on it in CI, under load).
+    can be recorded first (the order assertion of the test above once failed on it in CI).
     Here the first call's record is held back until the last one's is written."""
     with MeteredSession(fake.url, ProxyLimits(), tmp_path / "calls.jsonl") as s:
         record, last_written = s.meter.record, threading.Event()
