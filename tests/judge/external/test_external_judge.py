@@ -165,7 +165,14 @@ def test_a_tracked_file_both_arms_change_is_the_project_s_doing(tmp_path: Path) 
     freeze_external(make_project(tmp_path, edits), out)
     r = judge_external(load_frozen(out), _candidate(tmp_path, "sieve"), seed=5)
     assert r.verdict == "accepted", r.reasons
-    assert r.metrics is not None and r.metrics.verdict == "improved"
+    m = r.metrics
+    assert m is not None and m.overall.ratio is not None and m.overall.ratio < 0.2, m
+    # Judged as usual: improved where the OS's time of the whole runs confirms the metric; a
+    # loaded machine can leave that unresolved (the shell and its `echo` are more of each
+    # run), and then the verdict says so, as for any candidate, never rejected for the file.
+    assert m.os_check is not None
+    if m.verdict != "improved":
+        assert m.verdict == "inconclusive" and m.os_check.outcome == "unresolved", m.os_check
 
 
 GATE_CHEATS = {

@@ -176,9 +176,13 @@ def test_tampered_clocks_change_nothing(same_code_task: Task, cand: Callable[[st
     result = judge(same_code_task, cand(CLOCK_TAMPER), options)
     assert result.verdict == "accepted", result.reasons
     m = result.metrics
-    assert m is not None and m.verdict in ("no_difference", "inconclusive"), m.overall
-    # fooled clocks would read about 0.05 (20x faster); the judge's clocks read about 1
-    assert 0.8 < m.overall.ratio < 1.25, m.overall
+    # Fooled clocks would read about 0.05 (20x faster). The judge's read the same code as the
+    # same, about 1: on a quiet machine within a few percent, but a budget of two or three
+    # pairs on a loaded one has read 1.73 (no interval), so what is asserted is what the
+    # protocol guarantees whatever the load: nothing near the fooled figure, and no improvement
+    # the interval would stand behind by a factor anywhere near it.
+    assert m is not None and m.overall.ratio is not None and m.overall.ratio > 0.5, m.overall
+    assert m.verdict != "improved" or m.overall.ratio > 0.8, m.overall
 
 
 @pytest.mark.parametrize(("arm", "note"), [("b", True), ("n", False)])
