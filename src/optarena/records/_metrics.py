@@ -73,6 +73,13 @@ class SpeedProtocol(_Model):
         "uncounted call on the last input its worker had already answered (output checked), "
         "so counted calls do not start cold (false in records before it)",
     )
+    turn: Literal["native", "python"] = Field(
+        default="python",
+        description="the judge's turn between two timed calls: native (compiled here; it "
+        "takes each answer read from the worker's memory, and hands anything else to the Python "
+        "reader) or python (no compiler, or records before it); the protocol's dilution of a "
+        "short call's ratio differs between them (docs/measurement.md)",
+    )
 
 
 class PairSamples(_Model):

@@ -401,6 +401,13 @@ class WorkerCgroups:
                 return int(line.split()[1]) * 1000
         raise OSError(f"no usage_usec in {self.dirs[self.layout.chosen['cpu']]}/cpu.stat")
 
+    def cpu_counter(self) -> tuple[int, bool] | None:
+        """The open file `cpu_ns` reads and whether it is v1's `cpuacct.usage` (ns; else v2's
+        `cpu.stat`, us), for a reader outside Python (the judge's compiled turn); None: none."""
+        if self._cpu_fd < 0:
+            return None
+        return self._cpu_fd, self.layout.chosen["cpu"].version == 1
+
     # -- freezing -----------------------------------------------------------------------------
 
     def _is_frozen(self) -> bool:

@@ -458,6 +458,10 @@ class Sandbox:
         count cannot be edited or evaded from inside it."""
         return self.cgroup.cpu_ns() if self.cgroup is not None else None
 
+    def cpu_counter(self) -> tuple[int, bool] | None:
+        """What `cpu_ns` reads, as a file descriptor and whether it counts in ns (cgroup v1)."""
+        return self.cgroup.cpu_counter() if self.cgroup is not None else None
+
     @property
     def cpu_source(self) -> str:
         """`cpuacct`, `cgroup2`, or `unavailable (<why>)`."""

@@ -71,6 +71,20 @@ def _calls(n: int) -> list[tuple[list[np.ndarray], dict[str, float]]]:
     return [([x + i, np.ones(256, np.float32)], {"eps": 1e-5}) for i in range(n)]
 
 
+@pytest.fixture(autouse=True, params=["native", "python"])
+def turn(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here, with the judge's turn compiled (where this machine can build it) and
+    in Python (where it cannot): the two must judge alike."""
+    # private: the switch between the compiled turn and the Python one
+    from optarena.judge.client import _turn
+
+    if request.param == "python":
+        monkeypatch.setattr(_turn, "native", lambda: None)
+    elif _turn.native() is None:
+        pytest.skip(f"no compiled turn here: {_turn.why_not()}")
+    return str(request.param)
+
+
 needs_cgroup = pytest.mark.skipif(
     probe().cgroups.why_not.get("cpu") is not None, reason="no cgroup CPU accounting here"
 )

@@ -21,6 +21,7 @@ import pytest
 
 from optarena.cli import main
 from optarena.judge import JudgeOptions, aa_control, compare, judge
+from optarena.judge.client import native_turn
 from optarena.sandbox import SandboxPolicy
 from optarena.tasks import BUILTIN_DIR, Task, load_task
 
@@ -139,6 +140,8 @@ def test_a_planted_2x_slowdown_is_regressed(small_task: Task, cand: Callable[[st
     # raw samples, in order, for every pair: rounds x 2 slots x calls per slot, both arms and
     # the null arm, whose cost per call is what was subtracted
     assert m.protocol.null_arm
+    # which turn the judge took between calls (their dilutions differ): compiled, where built
+    assert m.protocol.turn == ("python" if native_turn() is None else "native")
     for w in m.workloads:
         assert w.median_null_ns is not None and 0 < w.median_null_ns < w.median_a_ns
         for p in w.pairs:

@@ -14,6 +14,7 @@ from optarena.judge.client._arena import arena_bytes
 from optarena.judge.client._blas import one_blas_thread
 from optarena.judge.client._heap import kept_heap
 from optarena.judge.client._results import CallResult, WorkerError
+from optarena.judge.client._turn import native as native_turn
 from optarena.judge.client._worker import WorkerClient
 
 __all__ = [
@@ -22,5 +23,6 @@ __all__ = [
     "WorkerError",
     "arena_bytes",
     "kept_heap",
+    "native_turn",
     "one_blas_thread",
 ]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from optarena.judge.client import _turn
 from optarena.judge.client._arena import Copy
 from optarena.judge.client._layout import (
     OutHeader,
@@ -94,6 +95,31 @@ class CallRun:
                 a, k = calls[i]
                 scalars = [float(v) for v in self.layouts[i].values(list(a), k)]
                 self.frames.append(run.go_frame(i - start, end - start, template, scalars))
+        self.native = self._native_segments()
+
+    def _native_segments(self) -> dict[int, _turn.Segment] | None:
+        """Each segment's plan for the compiled turn, where it runs: a library built here, and
+        outputs read by reference (without, every answer takes the general reader)."""
+        client, lib = self.client, _turn.native()
+        pid = client.sandbox.worker_pid
+        if lib is None or client.objects is None or pid is None:
+            return None
+        fds = (client._to_worker, client._from_worker)
+        cpu, base = client.sandbox.cpu_counter(), self.inputs.view.ctypes.data
+        return {
+            start: _turn.Segment(
+                lib,
+                base,
+                self.copies[start:end],
+                self.frames[start:end],
+                fds,
+                pid,
+                cpu,
+                client.objects.ndarray_type,
+                self.max_bytes,
+            )
+            for start, end in self.segments
+        }
 
     def run(self, timeout: Callable[[], float], warm: int) -> list[CallResult]:
         """The run, the worker thawed from before the first go frame to after the last answer.
@@ -153,61 +179,135 @@ class CallRun:
         wall_mark: int,
     ) -> tuple[int | None, int]:
         """The hot path over one segment's calls; returns the clocks' marks after its last."""
-        inputs, cpu_ns, clock = self.inputs, self.client.sandbox.cpu_ns, time.perf_counter_ns
-        for i in range(start, end):
-            copies = self.copies[i]
-            inputs.write(copies)
-            limit = timeout()
-            t_go = clock()
-            got = self._answer(i, i - start, limit)
-            changed = inputs.changed(copies)
-            cpu_now, wall_now = cpu_ns(), clock()
-            cpu = None if cpu_mark is None or cpu_now is None else cpu_now - cpu_mark
-            taken.append(Taken(i - start, got, wall_now - wall_mark, cpu, changed, t_go, limit))
-            cpu_mark, wall_mark = cpu_now, wall_now
-            if got.raw is None and got.output is None:
+        segment = None if self.native is None else self.native[start]
+        i, resume = start, None
+        while i < end:
+            if segment is not None and resume is None:
+                limit = timeout()
+                stop = segment.run(i - start, 0)
+                for k in range(i - start, stop.index):
+                    t, cpu_mark, wall_mark = self._native_taken(
+                        segment.calls[k], k, limit, cpu_mark, wall_mark
+                    )
+                    taken.append(t)
+                if stop.status == _turn.DONE:
+                    break
+                i, resume = start + stop.index, stop
+            delivered, cpu_mark, wall_mark = self._one(
+                i, start, timeout, taken, cpu_mark, wall_mark, resume
+            )
+            if not delivered:
                 break
+            i, resume = i + 1, None
         return cpu_mark, wall_mark
 
-    def _answer(self, i: int, index: int, timeout: float) -> Answer:
-        """Call `i` (the `index`-th of its segment): its go frame out, its answer in."""
+    def _one(
+        self,
+        i: int,
+        start: int,
+        timeout: Callable[[], float],
+        taken: list[Taken],
+        cpu_mark: int | None,
+        wall_mark: int,
+        resume: _turn.Stop | None,
+    ) -> tuple[bool, int | None, int]:
+        """Call `i` in Python, or the rest of one the compiled turn handed back (`resume`: its
+        inputs are written and its go frame at least partly sent). Whether it delivered an
+        array (a call that did not ends the run), and the clocks' marks after it."""
+        copies, clock = self.copies[i], time.perf_counter_ns
+        if resume is None:
+            self.inputs.write(copies)
+        limit = timeout()
+        t_go = clock() if resume is None else self.native_t_go(i, start)
+        got = self._answer(i, i - start, limit, resume, t_go)
+        changed = self.inputs.changed(copies)
+        cpu_now, wall_now = self.client.sandbox.cpu_ns(), clock()
+        cpu = None if cpu_mark is None or cpu_now is None else cpu_now - cpu_mark
+        taken.append(Taken(i - start, got, wall_now - wall_mark, cpu, changed, t_go, limit))
+        return got.raw is not None or got.output is not None, cpu_now, wall_now
+
+    def native_t_go(self, i: int, start: int) -> int:
+        """When the compiled turn sent call `i`'s go frame (its inputs written)."""
+        assert self.native is not None
+        return int(self.native[start].calls[i - start].t_go)
+
+    def _native_taken(
+        self, c: _turn.Call, k: int, limit: float, cpu_mark: int | None, wall_mark: int
+    ) -> tuple[Taken, int | None, int]:
+        """A call the compiled turn took whole, as the hot path's `Taken`, and the clocks'
+        marks after it. Its output's bytes are adopted here (freed with the array)."""
+        ref = ArrayRef(c.address, tuple(c.dims[: c.nd]), _turn.DTYPES[c.dtype], c.nbytes)
+        data, c.data = _turn.adopt(c.data, c.nbytes), 0
+        cpu_now: int | None = c.cpu_now
+        if c.cpu_now < 0:  # none, or the read failed: the Python reader's answer (or error)
+            cpu_now = self.client.sandbox.cpu_ns()
+        cpu = None if cpu_mark is None or cpu_now is None else cpu_now - cpu_mark
+        changed = None if c.changed < 0 else int(c.changed)
+        answer = Answer((ref, data), {}, None, c.answered)
+        return (
+            Taken(k, answer, c.wall_now - wall_mark, cpu, changed, c.t_go, limit),
+            cpu_now,
+            c.wall_now,
+        )
+
+    def _answer(
+        self, i: int, index: int, timeout: float, resume: _turn.Stop | None, t_go: int
+    ) -> Answer:
+        """Call `i` (the `index`-th of its segment): its go frame out, its answer in; or the
+        rest of both where the compiled turn stopped (`resume`). The deadline runs from the go
+        frame."""
         client = self.client
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout - (time.perf_counter_ns() - t_go) / 1e9
         fd = client._from_worker
         try:
-            go = self.frames[i]
-            try:
-                sent = os.write(client._to_worker, go)
-            except BlockingIOError:  # a full pipe: the worker has not read what came before
-                sent = 0
-            if sent < len(go):
-                wire._write_all(client._to_worker, go[sent:], deadline)
-            client._await_reply(deadline)
-            head = _take(fd, run.REF.size, deadline)
-            answered = time.perf_counter_ns()
-            magic, idx, ref = run.REF.unpack(head)
-            if magic == run.REF_MAGIC:
-                objects = client.objects
-                if objects is None or idx != index:
-                    raise wire.WireError("malformed output frame header")
-                got = objects.read(ref)
-                if got is not None and got.nbytes <= self.max_bytes:
-                    data = np.empty(got.nbytes, dtype=np.uint8)
-                    if got.nbytes:
-                        client._read_memory(got.address, data)
-                    return Answer((got, data), {}, None, answered)
-                # Not one to take by reference: the worker describes it in full (see `_run`).
-                m = len(self.layouts[i].scalars)
-                seg = next(e - s for s, e in self.segments if s <= i < e)
-                asking = run.describe_frame(index, seg, self.template, m)
-                wire._write_all(client._to_worker, asking, deadline)
+            if resume is None or resume.status == _turn.SENT:
+                go = self.frames[i]
+                sent = 0 if resume is None else resume.got
+                if sent == 0:
+                    try:
+                        sent = os.write(client._to_worker, go)
+                    except BlockingIOError:  # a full pipe: the worker has not read what came
+                        sent = 0
+                if sent < len(go):
+                    wire._write_all(client._to_worker, go[sent:], deadline)
                 client._await_reply(deadline)
                 head = _take(fd, run.REF.size, deadline)
-            head += _take(fd, run.OUT.size - run.REF.size, deadline)
-            reply, output = self._general(head, index, deadline)
-            return Answer(None, reply, output, answered)
+                answered = time.perf_counter_ns()
+            else:  # the head (or part of it) is in: the compiled turn did not take the answer
+                head = bytes(resume.head[: resume.got])
+                head += _take(fd, run.REF.size - len(head), deadline)
+                whole = resume.got == run.REF.size
+                answered = resume.answered if whole else time.perf_counter_ns()
+            return self._from_head(i, index, head, answered, deadline)
         except (wire.WireError, BrokenPipeError) as e:
             raise client._wire_failure(e, timeout) from None
+
+    def _from_head(self, i: int, index: int, head: bytes, answered: int, deadline: float) -> Answer:
+        """The answer whose first frame's head is `head`: an output taken by reference, or
+        (anything else) the general reader's."""
+        client = self.client
+        fd = client._from_worker
+        magic, idx, ref = run.REF.unpack(head)
+        if magic == run.REF_MAGIC:
+            objects = client.objects
+            if objects is None or idx != index:
+                raise wire.WireError("malformed output frame header")
+            got = objects.read(ref)
+            if got is not None and got.nbytes <= self.max_bytes:
+                data = np.empty(got.nbytes, dtype=np.uint8)
+                if got.nbytes:
+                    client._read_memory(got.address, data)
+                return Answer((got, data), {}, None, answered)
+            # Not one to take by reference: the worker describes it in full (see `_run`).
+            m = len(self.layouts[i].scalars)
+            seg = next(e - s for s, e in self.segments if s <= i < e)
+            asking = run.describe_frame(index, seg, self.template, m)
+            wire._write_all(client._to_worker, asking, deadline)
+            client._await_reply(deadline)
+            head = _take(fd, run.REF.size, deadline)
+        head += _take(fd, run.OUT.size - run.REF.size, deadline)
+        reply, output = self._general(head, index, deadline)
+        return Answer(None, reply, output, answered)
 
     def _general(
         self, head: bytes, index: int, deadline: float

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from optarena.errors import OptarenaError
 from optarena.files import remove_tree
+from optarena.judge.client import native_turn
 from optarena.judge.correctness import derive_seed, fail
 from optarena.judge.speed._arms import pair_dirs
 from optarena.judge.speed._integrity import ArmCalls, check_waiting
@@ -279,6 +280,7 @@ class Measurement:
             cpus=[pr.cpu for pr in pairs],
             null_arm=True,
             slot_replay=True,
+            turn="python" if native_turn() is None else "native",
         )
 
 
