@@ -298,6 +298,36 @@ def test_inputs_are_written_before_the_go_frame_and_compared_after(pipes: Any) -
     _turn.free(seg.calls[0].data)
 
 
+@pytest.mark.parametrize(
+    ("text", "v1", "ns"),
+    [
+        (b"usage_usec 12345\nuser_usec 10000\nsystem_usec 2345\n", False, 12_345_000),
+        (b"nr_periods 0\nusage_usec 7\n", False, 7_000),
+        (b"987654321\n", True, 987_654_321),
+        (b"user_usec 1\n", False, -1),  # none: the Python reader reads it (and says why not)
+        (b"", True, -1),
+    ],
+)
+def test_the_cgroup_cpu_count_reads_as_cpu_ns_reads_it(
+    pipes: Any, tmp_path: Any, text: bytes, v1: bool, ns: int
+) -> None:
+    f = tmp_path / "cpu"
+    f.write_bytes(text)
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        seg = _turn.Segment(
+            _turn.native(), np.zeros(8, np.uint8).ctypes.data, [[]], [GO],
+            (pipes[1], pipes[2]), os.getpid(), (fd, v1), id(np.ndarray), 1 << 20,
+        )  # fmt: skip
+        out = np.zeros(2, np.float32)
+        _answer(pipes, _ref(id(out)))
+        assert seg.run(0, 0).status == _turn.DONE
+        assert seg.calls[0].cpu_now == ns
+        _turn.free(seg.calls[0].data)
+    finally:
+        os.close(fd)
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="Linux only")
 def test_without_a_compiler_there_is_no_compiled_turn(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")

@@ -17,6 +17,11 @@ a run is split in three:
 Anything but an output taken by reference (a failed call's wire frame, bytes through the pipe,
 an array the judge asks the worker to describe, a malformed frame) leaves the hot path for the
 general reader.
+
+Where this machine can build it, the hot path runs compiled (`_turn`): a segment's calls in
+one C call, which takes each answer exactly as the Python hot path would take it by reference
+and hands every other call back, at the point it reached (its go frame partly or wholly sent,
+its head partly or wholly read), to the Python reader (`_one`), then goes on with the next.
 """
 
 from __future__ import annotations
@@ -218,7 +223,7 @@ class CallRun:
         if resume is None:
             self.inputs.write(copies)
         limit = timeout()
-        t_go = clock() if resume is None else self.native_t_go(i, start)
+        t_go = clock() if resume is None else self._native_t_go(i, start)
         got = self._answer(i, i - start, limit, resume, t_go)
         changed = self.inputs.changed(copies)
         cpu_now, wall_now = self.client.sandbox.cpu_ns(), clock()
@@ -226,7 +231,7 @@ class CallRun:
         taken.append(Taken(i - start, got, wall_now - wall_mark, cpu, changed, t_go, limit))
         return got.raw is not None or got.output is not None, cpu_now, wall_now
 
-    def native_t_go(self, i: int, start: int) -> int:
+    def _native_t_go(self, i: int, start: int) -> int:
         """When the compiled turn sent call `i`'s go frame (its inputs written)."""
         assert self.native is not None
         return int(self.native[start].calls[i - start].t_go)

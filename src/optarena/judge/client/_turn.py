@@ -2,8 +2,9 @@
 
 Why: the turn runs on the worker's CPU while the worker waits, and the next call pays for
 what the turn took of the caches, in both arms alike: a fixed cost per call that dilutes every
-ratio toward 1. The same steps in Python read a short call's 2x candidate as 1.60-1.63 where
-the compiled turn reads 1.72-1.74 (rmsnorm decode, in-process 1.94; docs/measurement.md).
+ratio toward 1. With the same steps in Python the judge read rmsnorm decode's 2x candidate as
+1.56-1.60, with them compiled 1.67-1.73 (in-process 1.93-1.94; docs/measurement.md, "The
+judge's turn, compiled").
 
 How: `cc` compiles the source once per process into a private directory, and the library is
 loaded from there and the file removed (nothing another user or the agent can write is ever
