@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -435,6 +436,74 @@ def test_what_outlives_every_kill_is_named_in_the_report(
     finally:
         monkeypatch.undo()
         _remove_kept_cgroups()
+
+
+# An optarena process that dies (SIGKILL, from a timer thread) while one of its sandbox's helper
+# processes is slowed down in its setup: argv[1] names the function slowed (module.name), argv[2]
+# whether the agent gets a PID namespace, argv[3:] the writable directories.
+DYING_SPAWNER = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from optarena.sandbox import AgentSandbox, AgentSandboxPolicy, probe
+from optarena.sandbox import _child, _linux
+
+probe()  # cached: it forks children of its own, not to be slowed
+module = {"_child": _child, "_linux": _linux}[sys.argv[1].split(".")[0]]
+name = sys.argv[1].split(".")[1]
+original = getattr(module, name)
+
+def slowed(*args, **kwargs):
+    time.sleep(2.0)  # in a forked child of the sandbox: its optarena is killed meanwhile
+    return original(*args, **kwargs)
+
+setattr(module, name, slowed)
+policy = AgentSandboxPolicy() if sys.argv[2] == "pid" else AgentSandboxPolicy(mounts=False)
+ws, home = Path(sys.argv[3]), Path(sys.argv[4])
+sb = AgentSandbox(policy, writable=[ws, home], home=home)
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGKILL)).start()
+sb.spawn(["sleep", sys.argv[5]], env=dict(os.environ))
+time.sleep(30)
+"""
+
+
+@needs_cgroup
+@pytest.mark.parametrize(
+    ("slowed", "pid_ns"),
+    [
+        ("_linux.unshare", True),  # the holder (optarena's child), before it forks init
+        ("_child._init", True),  # init, the holder already set up: the race seen under Ray
+        ("_linux.unshare", False),  # no PID namespace: the agent's own first process
+    ],
+)
+def test_an_agent_whose_optarena_dies_while_its_sandbox_starts_dies_with_it(
+    dirs: dict[str, Path], slowed: str, pid_ns: bool
+) -> None:
+    """A `kill -9` of optarena (a Ray worker ended with its driver) while the agent's sandbox
+    is still starting: each process between optarena and the agent watches its parent with a
+    parent-death signal, armed before anything slow and checked against the parent it was
+    forked by; armed late, after setup, it watched whatever adopted the orphan, and the agent
+    ran on (an experiment's agent outlived its Ray worker under load)."""
+    if pid_ns and CAPS.pidns is not None:
+        pytest.skip(f"no PID namespace: {CAPS.pidns}")
+    if not pid_ns and CAPS.netns is not None:
+        pytest.skip(f"no unshare without a PID namespace: {CAPS.netns}")
+    argv = [sys.executable, "-c", DYING_SPAWNER, slowed, "pid" if pid_ns else "none",
+            str(dirs["ws"]), str(dirs["home"]), MARKER]  # fmt: skip
+    said = dirs["ledger"].parent / "spawner.log"
+    with open(said, "wb") as out:  # not a pipe: an orphan would hold it open
+        spawner = subprocess.run(argv, stdout=out, stderr=out, timeout=60)
+    try:
+        assert spawner.returncode == -signal.SIGKILL, said.read_text()[-2000:]
+        time.sleep(3.0)  # past the slowed step: an orphan would have started the agent by now
+        deadline = time.monotonic() + 5
+        while _marked() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _marked() == []
+    finally:
+        for pid in _marked():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        sweep_agent_leftovers()  # the dead spawner's cgroup and uid lease
 
 
 @needs_cgroup

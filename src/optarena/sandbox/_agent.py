@@ -365,7 +365,13 @@ class AgentSandbox:
         r, w = os.pipe()
         sr, sw = os.pipe()  # init -> holder: the agent's wait status (PID namespace)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-        plan = replace(plan, status_fds=(sr, sw), fd_ceiling=_fd_ceiling(), ns_sock=theirs.fileno())
+        plan = replace(
+            plan,
+            status_fds=(sr, sw),
+            fd_ceiling=_fd_ceiling(),
+            ns_sock=theirs.fileno(),
+            parent=os.getpid(),
+        )
         try:
             self.proc = spawn(
                 argv,

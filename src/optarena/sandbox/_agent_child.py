@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from optarena.processes import HeldNamespace
 from optarena.sandbox import _linux
 from optarena.sandbox._agent_net import loopback_up
 from optarena.sandbox._cgroup import attach_self
-from optarena.sandbox._child import ChildPlan
+from optarena.sandbox._child import ChildPlan, die_with_parent
 from optarena.sandbox._child import _enter_pid_namespace as enter_pid_namespace
 from optarena.sandbox._mounts import Mask, apply_masks, mount_proc
 from optarena.sandbox._root import RootPlan, enter_root, leave_old_root, mount_points
@@ -48,6 +47,7 @@ class AgentChildPlan:
     fd_ceiling: int = 4096
     err_fd: int = -1
     ns_sock: int = -1  # where its new namespaces are sent (`send_namespaces`), before any exec
+    parent: int = 0  # optarena's pid: the parent the child dies with (`die_with_parent`)
 
 
 NAMESPACES_SENT = {_linux.CLONE_NEWUSER: "user", _linux.CLONE_NEWPID: "pid"}
@@ -116,6 +116,7 @@ def agent_child_setup(plan: AgentChildPlan) -> None:
     """Runs in the forked child. Join the cgroup and build the namespaces while privileged,
     make the filesystem read-only but for the writable directories, then drop the uid."""
     try:
+        die_with_parent(plan.parent)  # first: optarena may be killed during what follows
         if plan.cgroup_procs:
             attach_self(plan.cgroup_procs)
         if plan.unshare_flags:
@@ -143,7 +144,8 @@ def agent_child_setup(plan: AgentChildPlan) -> None:
         if plan.unshare_flags & _linux.CLONE_NEWPID:
             # holder (optarena's namespace) -> init -> the agent, as a candidate's worker has
             enter_pid_namespace(ChildPlan(plan.workdir, status_fds=plan.status_fds,
-                                          fd_ceiling=plan.fd_ceiling))  # fmt: skip
+                                          fd_ceiling=plan.fd_ceiling,
+                                          parent=plan.parent))  # fmt: skip
             mount_proc()  # from inside: it lists the namespace's processes only
         if plan.unshare_flags & _linux.CLONE_NEWNS and plan.root is not None:
             leave_old_root(plan.root)
@@ -159,7 +161,9 @@ def agent_child_setup(plan: AgentChildPlan) -> None:
             os.setgid(plan.uid)
             os.setuid(plan.uid)
         _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
-        _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)  # after setuid, which clears it
+        # Again after setuid, which clears it; its parent is init in a PID namespace.
+        pid_ns = bool(plan.unshare_flags & _linux.CLONE_NEWPID)
+        die_with_parent(1 if pid_ns else plan.parent)
     except BaseException as e:
         if plan.err_fd >= 0:
             with contextlib.suppress(OSError):

@@ -16,6 +16,15 @@ judge's pipes to other workers, Popen's error pipe, so Popen returns when the wo
 mark themselves non-dumpable (their memory is a copy of the judge's: not readable through
 /proc or ptrace) and run nothing the candidate can reach. Anything that can fail runs in the
 holder before the forks or in the worker after them, where Popen reports it as a failed start.
+
+Each process of that chain dies with its parent (a parent-death signal), so a judge or an
+agent's optarena killed with SIGKILL takes its worker with it: the holder with the judge, init
+with the holder, and the namespace with init. The signal is sent only when a parent dies
+*after* it was armed, and a child does not run while its parent is killed (a Ray worker
+ended with its driver, under load): so each arms it first, before anything slow, and then
+checks that its parent is still the one that forked it (`die_with_parent`, and init through a
+pipe only the holder holds open); one that finds itself adopted ends. Armed late, after its
+setup, the signal watched whoever adopted the orphan, and its worker ran on unwatched.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import select
 import shutil
 import signal
 import struct
@@ -59,6 +69,7 @@ class ChildPlan:
     status_fds: tuple[int, int] = (-1, -1)  # init -> holder: the worker's wait status
     fd_ceiling: int = 4096  # above the judge's highest descriptor (fallback close loop)
     seccomp: bool = False  # install `_seccomp`'s filter last, in the worker
+    parent: int = 0  # the pid of the process forking the child (0: not checked)
 
     @property
     def pid_ns(self) -> bool:
@@ -71,6 +82,27 @@ def _write(path: str, text: str) -> None:
         os.write(fd, text.encode())
     finally:
         os.close(fd)
+
+
+def die_with_parent(parent: int) -> None:
+    """Arm the parent-death signal (SIGKILL), then end now if the parent is no longer
+    `parent`: one that died before the signal was armed sends none, and this process would
+    run on as an orphan. Call it first in a forked child, and again after a uid change
+    (which clears the signal). `parent` 0: armed without the check."""
+    _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if parent and os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _die_with_holder(holder_alive: int) -> None:
+    """`die_with_parent` for init, whose parent is outside its namespace (its getppid() is
+    0): the holder is alive while the pipe `holder_alive`, whose write end only the holder
+    holds, has not reached its end."""
+    _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+    readable, _, _ = select.select([holder_alive], [], [], 0)
+    if readable:  # nothing is ever written: readable means the holder has ended
+        os._exit(0)  # init: the kernel then ends the namespace (a signal to itself would not)
+    os.close(holder_alive)
 
 
 def _end_like(status: int) -> None:
@@ -105,8 +137,7 @@ def _quiet(keep: set[int], ceiling: int) -> None:
 def _hold(init_pid: int, status_r: int) -> None:
     """The holder: wait for init, then end like the worker did. Never returns."""
     status = 1 << 8
-    try:
-        _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+    try:  # its parent-death signal was armed before the fork (`_enter_pid_namespace`)
         _, own = os.waitpid(init_pid, 0)
         status = own
         data = os.read(status_r, 4)
@@ -121,8 +152,7 @@ def _hold(init_pid: int, status_r: int) -> None:
 def _init(worker_pid: int, status_w: int) -> None:
     """Init of the namespace: reap until the worker ends, report its status. Never returns."""
     status = 1 << 8
-    try:
-        _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+    try:  # its parent-death signal was armed first thing after the fork (`_die_with_holder`)
         while True:
             pid, st = os.wait()
             if pid == worker_pid:
@@ -139,12 +169,18 @@ def _init(worker_pid: int, status_w: int) -> None:
 def _enter_pid_namespace(plan: ChildPlan) -> None:
     """Fork holder -> init -> worker (see the module docstring); returns in the worker only."""
     status_r, status_w = plan.status_fds
+    # Again before the fork: the namespaces made since (a user namespace) are credential
+    # changes, and whatever clears the signal must not leave the holder unwatched.
+    die_with_parent(plan.parent)
+    holder_alive, holder_end = os.pipe()  # the write end stays open in the holder alone
     init = os.fork()
     if init != 0:
         try:
-            _quiet({status_r}, plan.fd_ceiling)
+            _quiet({status_r, holder_end}, plan.fd_ceiling)
         finally:
             _hold(init, status_r)
+    os.close(holder_end)
+    _die_with_holder(holder_alive)  # first: the holder may be killed at any moment from now
     try:
         worker = os.fork()
     except BaseException:
@@ -185,6 +221,7 @@ def child_setup(plan: ChildPlan) -> None:
     """Runs in the forked child. Order matters: join the cgroups and build namespaces while
     privileged, then drop the uid, then set what a uid change would clear (pdeathsig)."""
     try:
+        die_with_parent(plan.parent)  # first: the judge may be killed during what follows
         late = set(plan.worker_only_procs) if plan.pid_ns else set()
         attach_self([p for p in plan.cgroup_procs if p not in late])
         # Opened now, written from the worker: the root may be read-only by then.
@@ -221,7 +258,7 @@ def child_setup(plan: ChildPlan) -> None:
             os.setuid(plan.uid)
         _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
         _linux.prctl(_linux.PR_SET_CHILD_SUBREAPER, 1)
-        _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+        die_with_parent(1 if plan.pid_ns else plan.parent)  # again: the uid change cleared it
         if plan.seccomp:
             _seccomp.install()
     except BaseException as e:
@@ -239,7 +276,7 @@ def try_child(plan: ChildPlan) -> str | None:
     """Run `true` with this plan; None if it worked, else why not."""
     r, w = os.pipe()
     sr, sw = os.pipe()
-    plan = replace(plan, err_fd=w, status_fds=(sr, sw))
+    plan = replace(plan, err_fd=w, status_fds=(sr, sw), parent=os.getpid())
     try:
         subprocess.run(
             [_true_binary()],

@@ -349,7 +349,7 @@ class Sandbox:
         plan, limits = self._plan()
         r, w = os.pipe()
         sr, sw = os.pipe()
-        plan = replace(plan, err_fd=w, status_fds=(sr, sw))
+        plan = replace(plan, err_fd=w, status_fds=(sr, sw), parent=os.getpid())
         try:
             self.proc = spawn(
                 argv,
