@@ -445,10 +445,12 @@ DYING_SPAWNER = """
 import os, signal, sys, threading, time
 from pathlib import Path
 from optarena.sandbox import AgentSandbox, AgentSandboxPolicy, probe
-from optarena.sandbox import _child, _linux
+from optarena.sandbox import _agent_child, _child, _linux
 
 probe()  # cached: it forks children of its own, not to be slowed
-module = {"_child": _child, "_linux": _linux}[sys.argv[1].split(".")[0]]
+module = {"_agent_child": _agent_child, "_child": _child, "_linux": _linux}[
+    sys.argv[1].split(".")[0]
+]
 name = sys.argv[1].split(".")[1]
 original = getattr(module, name)
 
@@ -473,6 +475,9 @@ time.sleep(30)
         ("_linux.unshare", True),  # the holder (optarena's child), before it forks init
         ("_child._init", True),  # init, the holder already set up: the race seen under Ray
         ("_linux.unshare", False),  # no PID namespace: the agent's own first process
+        # the arming itself late: what the check after it is for
+        ("_agent_child.die_with_parent", True),  # the holder finds optarena gone
+        ("_child._die_with_holder", True),  # init finds the holder gone
     ],
 )
 def test_an_agent_whose_optarena_dies_while_its_sandbox_starts_dies_with_it(

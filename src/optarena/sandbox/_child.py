@@ -99,8 +99,9 @@ def _die_with_holder(holder_alive: int) -> None:
     0): the holder is alive while the pipe `holder_alive`, whose write end only the holder
     holds, has not reached its end."""
     _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
-    readable, _, _ = select.select([holder_alive], [], [], 0)
-    if readable:  # nothing is ever written: readable means the holder has ended
+    ended = select.poll()  # not select(): a descriptor may be above FD_SETSIZE
+    ended.register(holder_alive, select.POLLIN)
+    if ended.poll(0):  # nothing is ever written: any event is the end (POLLHUP)
         os._exit(0)  # init: the kernel then ends the namespace (a signal to itself would not)
     os.close(holder_alive)
 
