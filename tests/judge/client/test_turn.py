@@ -295,7 +295,7 @@ def test_inputs_are_written_before_the_go_frame_and_compared_after(pipes: Any) -
     assert stop.status == _turn.DONE
     assert bytes(area[8:56]) == src.tobytes() and not area[:8].any()
     assert seg.calls[0].changed == -1
-    _turn.free(seg.calls[0].data)
+    _turn.adopt(seg.calls[0].data, seg.calls[0].nbytes)  # freed with it
 
 
 @pytest.mark.parametrize(
@@ -323,7 +323,7 @@ def test_the_cgroup_cpu_count_reads_as_cpu_ns_reads_it(
         _answer(pipes, _ref(id(out)))
         assert seg.run(0, 0).status == _turn.DONE
         assert seg.calls[0].cpu_now == ns
-        _turn.free(seg.calls[0].data)
+        _turn.adopt(seg.calls[0].data, seg.calls[0].nbytes)  # freed with it
     finally:
         os.close(fd)
 

@@ -186,12 +186,6 @@ def adopt(address: int, nbytes: int) -> np.ndarray:
     return np.asarray(_Malloced(address, nbytes))
 
 
-def free(address: int) -> None:
-    """Free what `adopt` was never given (a run that ended before it)."""
-    if address:
-        _free(address)
-
-
 # The plain dtypes an output taken by reference may have, as the compiled turn looks them up.
 DTYPES: list[np.dtype[Any]] = list(_PLAIN.values())
 _DTYPE_TABLE = (Dtype * len(DTYPES))(
