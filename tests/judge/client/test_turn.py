@@ -114,11 +114,11 @@ def _agree(
     this process that changes between the two reads; -1: all)."""
     py, native = _python_takes(address, max_bytes), _turn_takes(pipes, address, max_bytes)
     if py is None:
-        assert isinstance(native, _turn.Stop), native
+        assert isinstance(native, _turn.OaStop), native
         assert native.status == _turn.HEAD and native.got == run.REF.size
         assert bytes(native.head) == _ref(address)  # handed back as it came, for the reader
         return False
-    assert not isinstance(native, _turn.Stop), (py, native.status)
+    assert not isinstance(native, _turn.OaStop), (py, native.status)
     got, data = py
     assert native[0] == (got.address, got.shape, got.dtype, got.nbytes)
     n = len(data) if stable < 0 else min(len(data), max(stable, 0))

@@ -214,7 +214,7 @@ class CallRun:
         taken: list[Taken],
         cpu_mark: int | None,
         wall_mark: int,
-        resume: _turn.Stop | None,
+        resume: _turn.OaStop | None,
     ) -> tuple[bool, int | None, int]:
         """Call `i` in Python, or the rest of one the compiled turn handed back (`resume`: its
         inputs are written and its go frame at least partly sent). Whether it delivered an
@@ -237,7 +237,7 @@ class CallRun:
         return int(self.native[start].calls[i - start].t_go)
 
     def _native_taken(
-        self, c: _turn.Call, k: int, limit: float, cpu_mark: int | None, wall_mark: int
+        self, c: _turn.OaCall, k: int, limit: float, cpu_mark: int | None, wall_mark: int
     ) -> tuple[Taken, int | None, int]:
         """A call the compiled turn took whole, as the hot path's `Taken`, and the clocks'
         marks after it. Its output's bytes are adopted here (freed with the array)."""
@@ -256,7 +256,7 @@ class CallRun:
         )
 
     def _answer(
-        self, i: int, index: int, timeout: float, resume: _turn.Stop | None, t_go: int
+        self, i: int, index: int, timeout: float, resume: _turn.OaStop | None, t_go: int
     ) -> Answer:
         """Call `i` (the `index`-th of its segment): its go frame out, its answer in; or the
         rest of both where the compiled turn stopped (`resume`). The deadline runs from the go

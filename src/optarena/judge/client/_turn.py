@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from optarena.judge.client._arena import Copy as InputCopy
+from optarena.judge.client._arena import Copy
 from optarena.judge.client._objects import _HEAD, _PLAIN
 
 SOURCE = Path(__file__).with_name("_turn.c")
@@ -37,11 +37,11 @@ ABI = 1
 DONE, SENT, HEAD = 0, 1, 2
 
 
-class Copy(ctypes.Structure):
+class OaCopy(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in ("which", "offset", "source", "nbytes")]
 
 
-class Dtype(ctypes.Structure):
+class OaDtype(ctypes.Structure):
     _fields_ = [
         ("type_char", ctypes.c_uint8),
         ("byteorder", ctypes.c_uint8),
@@ -50,7 +50,7 @@ class Dtype(ctypes.Structure):
     ]
 
 
-class Plan(ctypes.Structure):
+class OaPlan(ctypes.Structure):
     _fields_ = [
         ("inputs", ctypes.c_void_p),
         ("copies", ctypes.c_void_p),
@@ -75,11 +75,11 @@ _CALL_FIELDS = ["t_go", "answered", "wall_now", "cpu_now", "changed"]
 _CALL_FIELDS += ["address", "nbytes", "dtype", "nd", "data"]
 
 
-class Call(ctypes.Structure):
+class OaCall(ctypes.Structure):
     _fields_ = [*[(n, ctypes.c_int64) for n in _CALL_FIELDS], ("dims", ctypes.c_int64 * 32)]
 
 
-class Stop(ctypes.Structure):
+class OaStop(ctypes.Structure):
     _fields_ = [
         ("status", ctypes.c_int64),
         ("index", ctypes.c_int64),
@@ -89,7 +89,7 @@ class Stop(ctypes.Structure):
     ]
 
 
-_STRUCTS = (Copy, Dtype, Plan, Call, Stop)
+_STRUCTS = (OaCopy, OaDtype, OaPlan, OaCall, OaStop)
 
 _lock = threading.Lock()
 _loaded: list[Any] = []  # [library or None], once per process
@@ -130,12 +130,12 @@ def _build() -> tuple[Any, str]:
             return None, f"the compiled turn's {s.__name__} is not this module's"
     lib.oa_run.restype = None
     lib.oa_run.argtypes = [
-        ctypes.POINTER(Plan),
+        ctypes.POINTER(OaPlan),
         ctypes.c_int64,
         ctypes.c_int64,
         ctypes.c_int64,
         ctypes.c_void_p,
-        ctypes.POINTER(Stop),
+        ctypes.POINTER(OaStop),
     ]
     return lib, ""
 
@@ -188,8 +188,8 @@ def adopt(address: int, nbytes: int) -> np.ndarray:
 
 # The plain dtypes an output taken by reference may have, as the compiled turn looks them up.
 DTYPES: list[np.dtype[Any]] = list(_PLAIN.values())
-_DTYPE_TABLE = (Dtype * len(DTYPES))(
-    *[Dtype(ord(char), ord(order), (0,) * 6, d.itemsize) for (char, order), d in _PLAIN.items()]
+_DTYPE_TABLE = (OaDtype * len(DTYPES))(
+    *[OaDtype(ord(char), ord(order), (0,) * 6, d.itemsize) for (char, order), d in _PLAIN.items()]
 )
 
 
@@ -201,7 +201,7 @@ class Segment:
         self,
         lib: Any,
         inputs: int,
-        copies: list[list[InputCopy]],
+        copies: list[list[Copy]],
         frames: list[bytes],
         fds: tuple[int, int],
         pid: int,
@@ -211,8 +211,8 @@ class Segment:
     ) -> None:
         self.lib, self.n = lib, len(frames)
         flat = [c for cs in copies for c in cs]
-        self._copies = (Copy * max(len(flat), 1))(
-            *[Copy(c.which, c.offset, c.source, c.nbytes) for c in flat]
+        self._copies = (OaCopy * max(len(flat), 1))(
+            *[OaCopy(c.which, c.offset, c.source, c.nbytes) for c in flat]
         )
         starts = [0]
         for cs in copies:
@@ -224,9 +224,9 @@ class Segment:
         for f in frames:
             ends.append(ends[-1] + len(f))
         self._frame_start = (ctypes.c_int64 * (self.n + 1))(*ends)
-        self.calls = (Call * self.n)()
-        self.stop = Stop()
-        self.plan = Plan(
+        self.calls = (OaCall * self.n)()
+        self.stop = OaStop()
+        self.plan = OaPlan(
             inputs=inputs,
             copies=ctypes.addressof(self._copies),
             copy_start=ctypes.addressof(self._copy_start),
@@ -244,9 +244,9 @@ class Segment:
             cpu_v1=int(cpu is not None and cpu[1]),
         )
 
-    def run(self, first: int, sent: int) -> Stop:
+    def run(self, first: int, sent: int) -> OaStop:
         """Calls `first` on (`sent`: that many bytes of its go frame are out), until one is
-        handed back or the segment ends (`Stop`)."""
+        handed back or the segment ends (`OaStop`)."""
         self.lib.oa_run(
             ctypes.byref(self.plan),
             first,
