@@ -13,6 +13,7 @@ import os
 import random
 import struct
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -296,6 +297,68 @@ def test_inputs_are_written_before_the_go_frame_and_compared_after(pipes: Any) -
     assert bytes(area[8:56]) == src.tobytes() and not area[:8].any()
     assert seg.calls[0].changed == -1
     _turn.adopt(seg.calls[0].data, seg.calls[0].nbytes)  # freed with it
+
+
+def _hash(data: bytes, key: Any) -> tuple[int, ...]:
+    out = (ctypes.c_uint64 * _turn.LANES)()
+    buf = ctypes.create_string_buffer(data, max(len(data), 1))
+    _turn.native().oa_hash(ctypes.addressof(buf), len(data), ctypes.addressof(key), out)
+    return tuple(out)
+
+
+def test_the_input_hash_sees_every_change() -> None:
+    """The compiled turn compares the input area by a keyed hash (`oa_hash`): every bit
+    flipped, blocks swapped, a zero byte added or dropped, all change it; the same bytes
+    never do."""
+    rng = random.Random(1)
+    key = (ctypes.c_uint64 * _turn.LANES)(*[rng.randrange(1, (1 << 61) - 1) for _ in range(4)])
+    data = bytes(rng.randrange(256) for _ in range(45))  # two whole blocks and a tail
+    base = _hash(data, key)
+    assert _hash(bytes(data), key) == base
+    seen = {base}
+    for bit in range(8 * len(data)):
+        flipped = bytearray(data)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        seen.add(_hash(bytes(flipped), key))
+    assert len(seen) == 1 + 8 * len(data)
+    assert _hash(data[16:32] + data[:16] + data[32:], key) != base
+    assert _hash(data + b"\0", key) != base and _hash(data[:-1], key) != base
+    zeros = _hash(bytes(32), key)
+    assert zeros != _hash(bytes(48), key) and zeros != _hash(b"", key)
+    other = (ctypes.c_uint64 * _turn.LANES)(*[k + 1 for k in key])
+    assert _hash(data, other) != base  # another key, another value
+
+
+@pytest.mark.parametrize("size", [45, (1 << 20) + 45])  # hashed; compared in full
+@pytest.mark.parametrize("where", [0, 17, -1])
+def test_an_input_changed_during_the_call_is_named(pipes: Any, size: int, where: int) -> None:
+    """The "worker" (a thread here) changes one byte of the area after the go frame (the
+    seals forbid it in a real worker: this checks that the compare would see it)."""
+    src = np.arange(size, dtype=np.uint8)
+    other = np.arange(16, dtype=np.uint8)
+    area = np.zeros(size + 128, np.uint8)
+    copies = [Copy(0, size + 64, other.ctypes.data, 16), Copy(1, 0, src.ctypes.data, size)]
+    where %= size
+    seg = _segment(pipes, 1 << 20, copies, area)
+    out = np.ones(2, np.float32)
+
+    def worker() -> None:
+        go = b""
+        while len(go) < len(GO):
+            go += os.read(pipes[0], len(GO))
+        area[where] ^= 0x40
+        _answer(pipes, _ref(id(out)))
+
+    t = threading.Thread(target=worker)
+    t.start()
+    stop = seg.run(0, 0)
+    while stop.status == _turn.SENT:  # the thread was slow: as the caller, wait for it
+        t.join()
+        stop = seg.run(0, len(GO))
+    t.join()
+    assert stop.status == _turn.DONE
+    assert seg.calls[0].changed == 1  # the second array, by its place among the call's arrays
+    _turn.adopt(seg.calls[0].data, seg.calls[0].nbytes)
 
 
 @pytest.mark.parametrize(

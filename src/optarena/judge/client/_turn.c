@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define OA_ABI 1
+#define OA_ABI 2
 #define OA_MAX_NDIM 32
 #define OA_SLICE_MS 50 /* the Python waiter's slice: it looks at the worker between slices */
 
@@ -48,6 +48,8 @@ typedef struct { /* the run's plan: the judge's own */
     const uint8_t *frames;
     const int64_t *frame_start; /* call i's go frame: [frame_start[i], frame_start[i + 1]) */
     const oa_dtype *dtypes;
+    const uint64_t *key;    /* the run's secret key (`oa_hash`), OA_LANES values below OA_P */
+    const uint64_t *expect; /* copy k's source hashed under it: [OA_LANES * k, ...) */
     int64_t ndtypes;
     int64_t head;         /* the object head's size (`object.__basicsize__`) */
     int64_t ndarray_type; /* the ndarray type's address, from the probe */
@@ -74,6 +76,49 @@ typedef struct { /* where a run stopped */
 } oa_stop;
 
 int64_t oa_abi(void) { return OA_ABI; }
+
+/* The input compare of a small array, by a keyed hash: four polynomials over GF(2**61 - 1),
+ * one per lane of 32-bit words, evaluated at a secret point per lane, the length last. Why
+ * not memcmp: the compare against the judge's copy of the inputs read that copy back between
+ * two calls, and the next call ran that much colder (rmsnorm decode's 2x ratio 1.70 with it,
+ * 1.79 with no compare at all); the hash reads only the area, which the call itself has just
+ * read, and the source's hash is taken before the run. Any change to the area is found unless
+ * the key is known (a polynomial of degree d has at most d roots: the chance per lane is
+ * below d / 2**61), and the key lives in the judge's memory, which no worker can read.
+ * Arrays over OA_HASH_MAX are compared exactly, with memcmp: for an array far larger than
+ * the caches the hash bought nothing (rmsnorm prefill's 8 MiB input, 2x ratio 1.665 hashed
+ * against 1.670 compared, four runs each) and it takes longer than the compare. Small ones
+ * gained (rmsnorm decode's 256 KiB: 1.767 against 1.702, four runs each, the same tree). */
+#define OA_P 0x1FFFFFFFFFFFFFFFULL
+#define OA_LANES 4
+#define OA_HASH_MAX (1 << 20)
+
+int64_t oa_hash_max(void) { return OA_HASH_MAX; }
+
+static inline uint64_t red(unsigned __int128 z) { /* z < 2**123 */
+    uint64_t s = ((uint64_t)z & OA_P) + (uint64_t)(z >> 61);
+    s = (s & OA_P) + (s >> 61);
+    return s >= OA_P ? s - OA_P : s;
+}
+
+void oa_hash(const uint8_t *p, int64_t n, const uint64_t *key, uint64_t *out) {
+    uint64_t h[OA_LANES] = {0, 0, 0, 0};
+    int64_t i = 0;
+    uint32_t w[OA_LANES];
+    for (; i + 16 <= n; i += 16) {
+        memcpy(w, p + i, 16);
+        for (int l = 0; l < OA_LANES; l++)
+            h[l] = red((unsigned __int128)(h[l] + w[l]) * key[l]);
+    }
+    if (i < n) {
+        memset(w, 0, sizeof w);
+        memcpy(w, p + i, (size_t)(n - i));
+        for (int l = 0; l < OA_LANES; l++)
+            h[l] = red((unsigned __int128)(h[l] + w[l]) * key[l]);
+    }
+    for (int l = 0; l < OA_LANES; l++)
+        out[l] = red((unsigned __int128)(h[l] + (uint64_t)n) * key[l]);
+}
 
 int64_t oa_sizes(int64_t which) {
     switch (which) {
@@ -239,12 +284,22 @@ void oa_run(const oa_plan *p, int64_t first, int64_t end, int64_t sent, oa_call 
         }
         c->answered = answered;
         c->changed = -1;
-        for (int64_t k = c0; k < c1; k++)
-            if (memcmp(p->inputs + p->copies[k].offset, (const void *)(uintptr_t)p->copies[k].source,
-                       (size_t)p->copies[k].nbytes) != 0) {
-                c->changed = p->copies[k].which;
+        for (int64_t k = c0; k < c1; k++) {
+            const oa_copy *cp = &p->copies[k];
+            const uint8_t *area = p->inputs + cp->offset;
+            int same;
+            if (cp->nbytes <= OA_HASH_MAX) {
+                uint64_t got[OA_LANES];
+                oa_hash(area, cp->nbytes, p->key, got);
+                same = memcmp(got, p->expect + OA_LANES * k, sizeof got) == 0;
+            } else {
+                same = memcmp(area, (const void *)(uintptr_t)cp->source, (size_t)cp->nbytes) == 0;
+            }
+            if (!same) {
+                c->changed = cp->which;
                 break;
             }
+        }
         c->cpu_now = p->cpu_fd >= 0 ? cpu_read(p) : -1;
         c->wall_now = now_ns();
     }

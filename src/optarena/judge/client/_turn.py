@@ -6,6 +6,11 @@ ratio toward 1. With the same steps in Python the judge read rmsnorm decode's 2x
 1.56-1.60, with them compiled 1.67-1.73 (in-process 1.93-1.94; docs/measurement.md, "The
 judge's turn, compiled").
 
+Its input compare differs in one way: an array up to 1 MiB is compared by a keyed hash of
+the area against the same hash of the judge's copy, taken before the run, so that the copy is
+not read back between two calls (`_turn.c`, `oa_hash`; rmsnorm decode 1.70 to 1.77). The key
+is fresh per segment and never leaves the judge's memory. Larger arrays are compared exactly.
+
 How: `cc` compiles the source once per process into a private directory, and the library is
 loaded from there and the file removed (nothing another user or the agent can write is ever
 loaded). No compiler, a failed build, a clock that is not `CLOCK_MONOTONIC` or structures
@@ -32,7 +37,9 @@ from optarena.judge.client._arena import Copy
 from optarena.judge.client._objects import _HEAD, _PLAIN
 
 SOURCE = Path(__file__).with_name("_turn.c")
-ABI = 1
+ABI = 2
+LANES = 4  # of the input compare's keyed hash (`oa_hash`)
+_P = (1 << 61) - 1
 
 DONE, SENT, HEAD = 0, 1, 2
 
@@ -58,6 +65,8 @@ class OaPlan(ctypes.Structure):
         ("frames", ctypes.c_void_p),
         ("frame_start", ctypes.c_void_p),
         ("dtypes", ctypes.c_void_p),
+        ("key", ctypes.c_void_p),
+        ("expect", ctypes.c_void_p),
         ("ndtypes", ctypes.c_int64),
         ("head", ctypes.c_int64),
         ("ndarray_type", ctypes.c_int64),
@@ -128,6 +137,9 @@ def _build() -> tuple[Any, str]:
     for i, s in enumerate(_STRUCTS):
         if lib.oa_sizes(i) != ctypes.sizeof(s):
             return None, f"the compiled turn's {s.__name__} is not this module's"
+    lib.oa_hash_max.restype = ctypes.c_int64
+    lib.oa_hash.restype = None
+    lib.oa_hash.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
     lib.oa_run.restype = None
     lib.oa_run.argtypes = [
         ctypes.POINTER(OaPlan),
@@ -224,6 +236,16 @@ class Segment:
         for f in frames:
             ends.append(ends[-1] + len(f))
         self._frame_start = (ctypes.c_int64 * (self.n + 1))(*ends)
+        # The input compare's key, fresh per segment and never outside the judge's memory, and
+        # each copy's source hashed under it now, before the run (`oa_hash`).
+        self._key = (ctypes.c_uint64 * LANES)(
+            *[int.from_bytes(os.urandom(8), "little") % (_P - 1) + 1 for _ in range(LANES)]
+        )
+        self._expect = (ctypes.c_uint64 * (LANES * max(len(flat), 1)))()
+        at, hashed = ctypes.addressof(self._expect), lib.oa_hash_max()
+        for k, c in enumerate(flat):
+            if c.nbytes <= hashed:  # larger arrays are compared in full
+                lib.oa_hash(c.source, c.nbytes, ctypes.addressof(self._key), at + 8 * LANES * k)
         self.calls = (OaCall * self.n)()
         self.stop = OaStop()
         self.plan = OaPlan(
@@ -233,6 +255,8 @@ class Segment:
             frames=ctypes.addressof(self._frames),
             frame_start=ctypes.addressof(self._frame_start),
             dtypes=ctypes.addressof(_DTYPE_TABLE),
+            key=ctypes.addressof(self._key),
+            expect=at,
             ndtypes=len(DTYPES),
             head=_HEAD,
             ndarray_type=ndarray_type,
