@@ -148,13 +148,15 @@ static int64_t cpu_read(const oa_plan *p) {
         long long v = strtoll(buf, &end, 10);
         return end == buf || v < 0 ? -1 : (int64_t)v;
     }
-    for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    for (char *line = buf; line && *line;) {
+        char *next = strchr(line, '\n');
         if (strncmp(line, "usage_usec ", 11) == 0) {
             long long v = strtoll(line + 11, &end, 10);
             if (end == line + 11 || v < 0 || v > INT64_MAX / 1000)
                 return -1;
             return (int64_t)v * 1000;
         }
+        line = next ? next + 1 : NULL;
     }
     return -1;
 }
@@ -239,9 +241,10 @@ static int take_output(const oa_plan *p, uint64_t ref, oa_call *c) {
     return 0;
 }
 
-/* Calls [first, end) of the plan (one segment of the run); `sent` > 0: call `first`'s go frame is already out. Each call
- * taken here is complete (inputs written, answer read, inputs compared, clocks read); the call
- * it stops at, if any, is described in `stop` and finished by the caller. */
+/* Calls [first, end) of the plan (one segment of the run); `sent` > 0: call `first`'s go
+ * frame is already out. Each call taken here is complete (inputs written, answer read, inputs
+ * compared, clocks read); the call it stops at, if any, is described in `stop` and finished by
+ * the caller. */
 void oa_run(const oa_plan *p, int64_t first, int64_t end, int64_t sent, oa_call *calls,
             oa_stop *stop) {
     memset(stop, 0, sizeof *stop);
@@ -249,12 +252,15 @@ void oa_run(const oa_plan *p, int64_t first, int64_t end, int64_t sent, oa_call 
         oa_call *c = &calls[i];
         int64_t c0 = p->copy_start[i], c1 = p->copy_start[i + 1];
         if (!(i == first && sent)) {
-            for (int64_t k = c0; k < c1; k++)
-                memcpy(p->inputs + p->copies[k].offset, (const void *)(uintptr_t)p->copies[k].source,
-                       (size_t)p->copies[k].nbytes);
+            for (int64_t k = c0; k < c1; k++) {
+                const oa_copy *cp = &p->copies[k];
+                memcpy(p->inputs + cp->offset, (const void *)(uintptr_t)cp->source,
+                       (size_t)cp->nbytes);
+            }
             c->t_go = now_ns();
             const uint8_t *go = p->frames + p->frame_start[i];
-            ssize_t len = p->frame_start[i + 1] - p->frame_start[i], w = write(p->to_fd, go, (size_t)len);
+            ssize_t len = p->frame_start[i + 1] - p->frame_start[i];
+            ssize_t w = write(p->to_fd, go, (size_t)len);
             if (w != len) {
                 stop->status = OA_SENT, stop->index = i, stop->got = w > 0 ? w : 0;
                 return;
