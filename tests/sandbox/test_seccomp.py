@@ -8,11 +8,13 @@ sandboxed process, with the measure on and, as a control, off.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,6 +37,8 @@ PROBE = textwrap.dedent(
         "perf_event_open": (298, 241), "clone3": (435, 435), "vmsplice": (278, 75),
         "userfaultfd": (323, 282), "fadvise64": (221, 223), "sync": (162, 81),
         "syncfs": (306, 267), "madvise": (28, 233), "mmap": (9, 222), "process_madvise": (440, 440),
+        "remap_file_pages": (216, 234), "mlock": (149, 228), "mlock2": (325, 284),
+        "mlockall": (151, 230),
     }
     out = {}
     def call(name, *args):
@@ -72,7 +76,16 @@ PROBE = textwrap.dedent(
         r = libc.syscall(NR["madvise"][0 if X86 else 1], ctypes.c_void_p(base),
                          ctypes.c_size_t(1 << 20), advice)
         out["madvise_" + name] = "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
-    for name, flags in (("mmap_populate", anon | 0x8000), ("mmap", anon)):
+    call("mlock", ctypes.c_void_p(base), ctypes.c_size_t(4096))
+    call("mlock2", ctypes.c_void_p(base), ctypes.c_size_t(4096), 0)
+    call("mlockall", 4)  # MCL_ONFAULT alone: EINVAL where it is let through, nothing locked
+    fd_m = os.memfd_create("probe")
+    os.ftruncate(fd_m, 1 << 16)
+    shared = libc.mmap(None, 1 << 16, 3, 0x01, fd_m, 0)  # MAP_SHARED
+    call("remap_file_pages", ctypes.c_void_p(shared), ctypes.c_size_t(1 << 16), 0,
+         ctypes.c_size_t(0), 0)
+    for name, flags in (("mmap_populate", anon | 0x8000), ("mmap_locked", anon | 0x2000),
+                        ("mmap", anon)):
         r = libc.mmap(None, 1 << 20, 3, flags, -1, 0)
         out[name] = "ok" if r not in (None, ctypes.c_void_p(-1).value) else errno.errorcode.get(
             ctypes.get_errno(), "?")
@@ -170,13 +183,14 @@ def test_a_call_that_holds_the_kernel_for_seconds_is_refused_and_its_neighbours_
     frozen for seconds, when it chose. Each lever of that kind is refused; the advice and
     mappings ordinary code uses are not (NumPy advises huge pages, the allocator maps)."""
     r = _run(tmp_path, SandboxPolicy())
-    refused = ["fadvise64", "sync", "syncfs", "process_madvise", "mmap_populate"]
+    refused = ["fadvise64", "sync", "syncfs", "process_madvise", "mmap_populate", "mmap_locked"]
     refused += [f"madvise_{a}" for a in ("cold", "pageout", "populate_read", "populate_write")]
+    # the same without a disk: a copy into huge pages, a populating remap, locking (below)
+    refused += ["madvise_collapse", "remap_file_pages", "mlock", "mlock2", "mlockall"]
     for name in refused:
         assert r[name] == "EPERM", (name, r[name])
     for name in ("madvise_dontneed", "madvise_hugepage", "madvise_random", "mmap"):
         assert r[name] == "ok", (name, r[name])
-    assert r["madvise_collapse"] in ("ok", "EINVAL", "EAGAIN")  # past the refused range
 
 
 @needs_seccomp
@@ -184,6 +198,9 @@ def test_control_without_the_filter_the_kernel_holding_calls_run(tmp_path: Path)
     r = _run(tmp_path, replace(SandboxPolicy(), seccomp=False))
     for name in ("fadvise64", "syncfs", "mmap_populate", "madvise_populate_read"):
         assert r[name] == "ok", (name, r[name])
+    assert (r["remap_file_pages"], r["mmap_locked"], r["mlock"]) == ("ok", "ok", "ok")
+    # the kernel's own answer: EINVAL where transparent huge pages are off
+    assert r["madvise_collapse"] in ("ok", "EINVAL", "EAGAIN", "ENOMEM")
     assert r["madvise_pageout"] in ("ok", "EINVAL")  # a kernel built without swap may refuse it
 
 
@@ -216,3 +233,74 @@ def test_control_without_the_cpuset_the_worker_moves_itself(tmp_path: Path) -> N
     cpu = max(os.sched_getaffinity(0))
     r = _run(tmp_path, replace(SandboxPolicy(), cpuset=False), cpus=[cpu])
     assert len(r["affinity"]) > 1
+
+
+COLLAPSE = textwrap.dedent(
+    r"""
+    import ctypes, mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    n, huge = 512 << 20, 2 << 20
+    m = mmap.mmap(-1, n + huge, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    buf = (ctypes.c_char * len(m)).from_buffer(m)
+    a = (ctypes.addressof(buf) + huge - 1) & ~(huge - 1)
+    libc.madvise(a, n, 15)  # MADV_NOHUGEPAGE: small pages first
+    ctypes.memset(a, 1, n)
+    libc.madvise(a, n, 14)  # MADV_HUGEPAGE
+    print("go", flush=True)
+    r = libc.madvise(a, n, 25)  # MADV_COLLAPSE: every page copied into huge ones, in one call
+    print(r, ctypes.get_errno(), flush=True)
+    """
+)
+
+
+def _freeze_during_collapse(tmp_path: Path, policy: SandboxPolicy) -> tuple[int, int, float]:
+    """(return value, errno, how long a freeze asked for 0.1 s into the call took)."""
+    workdir = tmp_path / f"c{len(list(tmp_path.iterdir()))}"
+    workdir.mkdir()
+    sb = Sandbox(workdir, ResourceLimits(address_space_mb=2048, processes=16), policy)
+    try:
+        proc = sb.spawn(
+            [sys.executable, "-c", COLLAPSE],
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"go\n"
+        time.sleep(0.1)
+        if sb.freeze_method == "sigstop":
+            pytest.skip("no cgroup freezer here")
+        asked = time.monotonic()
+        sb.freeze()
+        took = time.monotonic() - asked
+        sb.thaw()
+        out = proc.stdout.read()  # what readline buffered with "go" too
+        assert proc.wait(timeout=60) == 0, proc.stderr.read().decode() if proc.stderr else ""
+        r, e = out.split()
+        return int(r), int(e), took
+    finally:
+        sb.close()
+
+
+@needs_seccomp
+def test_a_collapse_into_huge_pages_is_refused_before_it_can_hold_the_freezer(
+    tmp_path: Path,
+) -> None:
+    """`madvise(MADV_COLLAPSE)` copies a range into huge pages in one call that the freezer
+    waits out (2.2 s for 1 GiB here): a candidate could make its worker unfreezable when it
+    chose, as the `MADV_POPULATE_READ` attack did with a disk. Refused, it ends at once."""
+    r, e, _ = _freeze_during_collapse(tmp_path, SandboxPolicy())
+    assert (r, e) == (-1, errno.EPERM)
+
+
+@needs_seccomp
+def test_control_without_the_filter_a_collapse_holds_the_freezer_until_it_ends(
+    tmp_path: Path,
+) -> None:
+    """512 MiB took 1.1 s here: the freeze waits most of it out (a machine three times faster
+    would still keep it waiting 0.25 s; a loaded one, longer)."""
+    r, e, took = _freeze_during_collapse(tmp_path, replace(SandboxPolicy(), seccomp=False))
+    if r != 0:
+        pytest.skip(f"no collapse into huge pages here (errno {e})")
+    assert took > 0.2
