@@ -117,6 +117,76 @@ def test_work_after_the_reply_is_charged_to_the_run(tmp_path: Path) -> None:
         w.close()
 
 
+# Call n burns (n % 4 + 1) ms of CPU in its own thread.
+BURN_PER_CALL = """
+import time
+
+import numpy as np
+
+_n = [0]
+
+
+def rmsnorm(x, weight, *, eps):
+    end = time.thread_time() + 0.001 * (_n[0] % 4 + 1)
+    _n[0] += 1
+    while time.thread_time() < end:
+        pass
+    return np.zeros(x.shape, x.dtype)
+"""
+
+# Each call forks a child that burns 5 ms of CPU, and waits for it: CPU the worker process's
+# own clock does not count (a reaped child's is its parent's `cutime`); the cgroup's does.
+IN_A_CHILD = """
+import os
+import time
+
+import numpy as np
+
+
+def rmsnorm(x, weight, *, eps):
+    pid = os.fork()
+    if pid == 0:
+        end = time.process_time() + 0.005
+        while time.process_time() < end:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return np.zeros(x.shape, x.dtype)
+"""
+
+
+@needs_cgroup
+def test_each_call_is_charged_its_own_cpu(tmp_path: Path) -> None:
+    w = _worker(tmp_path, BURN_PER_CALL)
+    try:
+        results = w.run_calls(0, _calls(8), lambda: 30.0, 1 << 20)
+        for n, r in enumerate(results):
+            burn = 1_000_000 * (n % 4 + 1)
+            assert r.cpu_ns is not None and burn * 0.95 <= r.cpu_ns, (n, r.cpu_ns)
+        for n, r in enumerate(results[:-1]):  # the last takes the CPU until the freeze too
+            assert r.cpu_ns < 1_000_000 * (n % 4 + 1) + 900_000, (n, r.cpu_ns)
+    finally:
+        w.close()
+
+
+@needs_cgroup
+def test_cpu_of_a_child_the_process_clock_misses_is_in_the_run_s_count(tmp_path: Path) -> None:
+    """Work moved into a child process is the worker's: the windows tile the cgroup's
+    count, children and all."""
+    w = _worker(tmp_path, IN_A_CHILD)
+    try:
+        w.freeze()
+        before = w.sandbox.cpu_ns()
+        results = w.run_calls(0, _calls(8), lambda: 30.0, 1 << 20)
+        after = w.sandbox.cpu_ns()
+        assert before is not None and after is not None
+        assert all(r.reply["ok"] and r.cpu_ns is not None for r in results)
+        assert sum(int(r.cpu_ns or 0) for r in results) == after - before
+        assert after - before >= 8 * 5_000_000 * 0.95
+    finally:
+        w.close()
+
+
 def test_a_changed_layout_is_bound_again_inside_the_run(tmp_path: Path) -> None:
     """Calls whose arrays lie differently are bound again before they run (timed, like every
     arm's); the outputs stay right and every call is answered."""
