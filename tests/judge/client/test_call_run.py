@@ -7,15 +7,12 @@ it does it: after a reply, in a thread that outlives the call, before the next r
 from __future__ import annotations
 
 import os
-import textwrap
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from optarena.judge.client import WorkerClient, WorkerError
 from optarena.sandbox import probe
-from optarena.tasks import BUILTIN_DIR, load_task
 
 # Each call returns at once and leaves a thread that burns 3 ms of CPU after the reply; the
 # next call waits for it (so all but the last finish inside the run, on any machine).
@@ -51,52 +48,18 @@ def rmsnorm(x, weight, *, eps):
 """
 
 
-def _worker(tmp_path: Path, source: str) -> WorkerClient:
-    task = load_task(BUILTIN_DIR / "rmsnorm")
-    d = tmp_path / "cand"
-    d.mkdir()
-    (d / "solution.py").write_text(textwrap.dedent(source))
-    w = WorkerClient(d, task.spec.limits, tmp_path / "w.log", arena_bytes=(1 << 20, 1 << 20))
-    w.start()
-    w.request({"op": "hello"}, timeout=30)
-    loaded = w.request({"op": "load", "file": "solution.py", "function": "rmsnorm"}, timeout=30)
-    assert loaded["ok"], loaded
-    assert w.bind_request(0, *_calls(1)[0], timeout=30)["ok"]
-    return w
-
-
-def _calls(n: int) -> list[tuple[list[np.ndarray], dict[str, float]]]:
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((4, 256), dtype=np.float32)
-    return [([x + i, np.ones(256, np.float32)], {"eps": 1e-5}) for i in range(n)]
-
-
-@pytest.fixture(autouse=True, params=["native", "python"])
-def turn(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test here, with the judge's turn compiled (where this machine can build it) and
-    in Python (where it cannot): the two must judge alike."""
-    # private: the switch between the compiled turn and the Python one
-    from optarena.judge.client import _turn
-
-    if request.param == "python":
-        monkeypatch.setattr(_turn, "native", lambda: None)
-    elif _turn.native() is None:
-        pytest.skip(f"no compiled turn here: {_turn.why_not()}")
-    return str(request.param)
-
-
 needs_cgroup = pytest.mark.skipif(
     probe().cgroups.why_not.get("cpu") is not None, reason="no cgroup CPU accounting here"
 )
 
 
 @needs_cgroup
-def test_the_windows_tile_the_run(tmp_path: Path) -> None:
-    w = _worker(tmp_path, PLAIN)
+def test_the_windows_tile_the_run(worker_of: Any, calls_of: Any) -> None:
+    w = worker_of(PLAIN)
     try:
         w.freeze()
         before = w.sandbox.cpu_ns()
-        results = w.run_calls(0, _calls(8), lambda: 30.0, 1 << 20)
+        results = w.run_calls(0, calls_of(8), lambda: 30.0, 1 << 20)
         after = w.sandbox.cpu_ns()
         assert before is not None and after is not None
         assert all(r.reply["ok"] and r.cpu_ns is not None for r in results)
@@ -107,10 +70,10 @@ def test_the_windows_tile_the_run(tmp_path: Path) -> None:
 
 
 @needs_cgroup
-def test_work_after_the_reply_is_charged_to_the_run(tmp_path: Path) -> None:
-    w = _worker(tmp_path, AFTER_THE_REPLY)
+def test_work_after_the_reply_is_charged_to_the_run(worker_of: Any, calls_of: Any) -> None:
+    w = worker_of(AFTER_THE_REPLY)
     try:
-        results = w.run_calls(0, _calls(8), lambda: 30.0, 1 << 20)
+        results = w.run_calls(0, calls_of(8), lambda: 30.0, 1 << 20)
         total = sum(int(r.cpu_ns or 0) for r in results)
         assert total >= 7 * 3_000_000 * 0.9, total
     finally:
@@ -156,10 +119,10 @@ def rmsnorm(x, weight, *, eps):
 
 
 @needs_cgroup
-def test_each_call_is_charged_its_own_cpu(tmp_path: Path) -> None:
-    w = _worker(tmp_path, BURN_PER_CALL)
+def test_each_call_is_charged_its_own_cpu(worker_of: Any, calls_of: Any) -> None:
+    w = worker_of(BURN_PER_CALL)
     try:
-        results = w.run_calls(0, _calls(8), lambda: 30.0, 1 << 20)
+        results = w.run_calls(0, calls_of(8), lambda: 30.0, 1 << 20)
         for n, r in enumerate(results):
             burn = 1_000_000 * (n % 4 + 1)
             assert r.cpu_ns is not None and burn * 0.95 <= r.cpu_ns, (n, r.cpu_ns)
@@ -170,14 +133,16 @@ def test_each_call_is_charged_its_own_cpu(tmp_path: Path) -> None:
 
 
 @needs_cgroup
-def test_cpu_of_a_child_the_process_clock_misses_is_in_the_run_s_count(tmp_path: Path) -> None:
+def test_cpu_of_a_child_the_process_clock_misses_is_in_the_run_s_count(
+    worker_of: Any, calls_of: Any
+) -> None:
     """Work moved into a child process is the worker's: the windows tile the cgroup's
     count, children and all."""
-    w = _worker(tmp_path, IN_A_CHILD)
+    w = worker_of(IN_A_CHILD)
     try:
         w.freeze()
         before = w.sandbox.cpu_ns()
-        results = w.run_calls(0, _calls(8), lambda: 30.0, 1 << 20)
+        results = w.run_calls(0, calls_of(8), lambda: 30.0, 1 << 20)
         after = w.sandbox.cpu_ns()
         assert before is not None and after is not None
         assert all(r.reply["ok"] and r.cpu_ns is not None for r in results)
@@ -187,12 +152,12 @@ def test_cpu_of_a_child_the_process_clock_misses_is_in_the_run_s_count(tmp_path:
         w.close()
 
 
-def test_a_changed_layout_is_bound_again_inside_the_run(tmp_path: Path) -> None:
+def test_a_changed_layout_is_bound_again_inside_the_run(worker_of: Any, calls_of: Any) -> None:
     """Calls whose arrays lie differently are bound again before they run (timed, like every
     arm's); the outputs stay right and every call is answered."""
-    w = _worker(tmp_path, PLAIN)
+    w = worker_of(PLAIN)
     try:
-        calls = _calls(4)
+        calls = calls_of(4)
         wide = np.zeros((8, 256), np.float32)
         calls[2] = ([wide, calls[2][0][1]], calls[2][1])
         results = w.run_calls(0, calls, lambda: 30.0, 1 << 20)
@@ -203,13 +168,15 @@ def test_a_changed_layout_is_bound_again_inside_the_run(tmp_path: Path) -> None:
         w.close()
 
 
-def test_an_output_is_read_from_the_worker_as_it_was_answered(tmp_path: Path) -> None:
+def test_an_output_is_read_from_the_worker_as_it_was_answered(
+    worker_of: Any, calls_of: Any
+) -> None:
     """The judge reads the output's bytes from the worker's memory (a root judge can): no copy
     in the worker that a loop of the candidate's could skip."""
-    w = _worker(tmp_path, PLAIN)
+    w = worker_of(PLAIN)
     try:
         assert w.reads_memory or os.geteuid() != 0
-        results = w.run_calls(0, _calls(3), lambda: 30.0, 1 << 20)
+        results = w.run_calls(0, calls_of(3), lambda: 30.0, 1 << 20)
         assert all(r.output is not None and not r.output.any() for r in results)
         assert all(r.call_wall_ns is not None and 0 < r.call_wall_ns <= r.wall_ns for r in results)
     finally:
@@ -234,15 +201,15 @@ def rmsnorm(x, weight, *, eps):
 """
 
 
-def test_an_answered_output_is_let_go_before_the_next_call(tmp_path: Path) -> None:
+def test_an_answered_output_is_let_go_before_the_next_call(worker_of: Any, calls_of: Any) -> None:
     """Once the judge has read an output (it has, when it sends the next go frame), the worker
     holds it no longer: each call starts with the heap a caller that discards its results would
     give it. Held through the next call, every call ran with one more output's memory in its
     heap and its cache than in-process timing gives it (a diluted ratio on large shapes)."""
-    w = _worker(tmp_path, COUNTS_LIVE_OUTPUTS)
+    w = worker_of(COUNTS_LIVE_OUTPUTS)
     try:
-        results = w.run_calls(0, _calls(4), lambda: 30.0, 1 << 20)
-        results += w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)  # across runs too
+        results = w.run_calls(0, calls_of(4), lambda: 30.0, 1 << 20)
+        results += w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)  # across runs too
         alive = [int(r.output.flat[0]) for r in results if r.output is not None]
         assert alive == [0] * 6
     finally:
@@ -266,12 +233,14 @@ def rmsnorm(x, weight, *, eps):
 """
 
 
-def test_an_output_finished_after_it_was_let_go_is_judged_as_answered(tmp_path: Path) -> None:
+def test_an_output_finished_after_it_was_let_go_is_judged_as_answered(
+    worker_of: Any, calls_of: Any
+) -> None:
     """Attack on the early release: work moved past the answer (to be fused with the next
     call's) never reaches the judge, which copied the output when it was answered."""
-    w = _worker(tmp_path, FINISHES_LATER)
+    w = worker_of(FINISHES_LATER)
     try:
-        results = w.run_calls(0, _calls(4), lambda: 30.0, 1 << 20)
+        results = w.run_calls(0, calls_of(4), lambda: 30.0, 1 << 20)
         assert [float(r.output.max()) for r in results if r.output is not None] == [0.0] * 4
     finally:
         w.close()
@@ -306,19 +275,21 @@ def rmsnorm(x, weight, *, eps):
 
 
 @needs_cgroup
-def test_cpu_used_while_frozen_between_runs_is_charged_to_the_next_run(tmp_path: Path) -> None:
+def test_cpu_used_while_frozen_between_runs_is_charged_to_the_next_run(
+    worker_of: Any, calls_of: Any
+) -> None:
     """Runs tile the cgroup's CPU end to end, not only within each run: work done while the
     worker was frozen (an attack had helpers exit during the other arm's calls) is the
     next run's, so the tiles add up to everything the cgroup used."""
-    w = _worker(tmp_path, DIES_WHILE_FROZEN)
+    w = worker_of(DIES_WHILE_FROZEN)
     try:
         w.freeze()
         start = w.sandbox.cpu_ns()
-        first = w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)
+        first = w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
         import time
 
         time.sleep(0.5)  # frozen: the child dies now
-        second = w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)
+        second = w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
         end = w.sandbox.cpu_ns()
         assert start is not None and end is not None
         tiles = sum(int(r.cpu_ns or 0) for r in [*first, *second])
@@ -330,23 +301,23 @@ def test_cpu_used_while_frozen_between_runs_is_charged_to_the_next_run(tmp_path:
 
 @needs_cgroup
 def test_cpu_used_while_frozen_goes_to_the_first_counted_call_not_a_warm_up(
-    tmp_path: Path,
+    worker_of: Any, calls_of: Any
 ) -> None:
     """A slot opens with an uncounted replay (`warm=1`): what the cgroup used while frozen (a
     helper's exit during the other arm's slot) must not land on that call, where it would
     escape the count, but on the first counted one."""
     import time
 
-    w = _worker(tmp_path, DIES_WHILE_FROZEN)
+    w = worker_of(DIES_WHILE_FROZEN)
     try:
         w.freeze()
         start = w.sandbox.cpu_ns()
-        first = w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)
+        first = w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
         time.sleep(0.5)  # frozen: the child dies now, its exit charged to the cgroup
         rest, frozen_now = w.cpu_at_rest, w.sandbox.cpu_ns()
         assert rest is not None and frozen_now is not None
         used_while_frozen = frozen_now - rest
-        second = w.run_calls(0, _calls(3), lambda: 30.0, 1 << 20, warm=1)
+        second = w.run_calls(0, calls_of(3), lambda: 30.0, 1 << 20, warm=1)
         end = w.sandbox.cpu_ns()
         assert start is not None and end is not None
         assert sum(int(r.cpu_ns or 0) for r in [*first, *second]) == end - start
@@ -360,43 +331,6 @@ def test_cpu_used_while_frozen_goes_to_the_first_counted_call_not_a_warm_up(
 
 # The last call of a run answers first with a complete frame of its own: float64 claimed for the
 # bytes of the float32 output, at the output's own address (readable: the hot path reads it).
-FORGED_LAST = """
-import os
-import struct
-import sys
-
-import numpy as np
-
-_calls = [0]
-
-
-def rmsnorm(x, weight, *, eps):
-    out = np.zeros(x.shape, x.dtype)
-    _calls[0] += 1
-    if _calls[0] == 2:
-        address = out.__array_interface__["data"][0]
-        head = struct.pack("<4sIQQBBBx16s", b"OAO1", 1, out.nbytes, address, 2, 2, 0, b"<f8")
-        os.write(int(sys.argv[2]), head + struct.pack("<2q", *out.shape))
-    return out
-"""
-
-
-def test_an_output_frame_in_place_of_a_ref_frame_is_checked_in_full(tmp_path: Path) -> None:
-    """An output frame the candidate writes itself where the judge waits for a ref frame goes
-    to the general reader, which checks all of it: a dtype that disagrees with the size is a
-    protocol violation, never bytes judged as another dtype."""
-    w = _worker(tmp_path, FORGED_LAST)
-    try:
-        with pytest.raises(WorkerError) as e:
-            w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)
-        assert e.value.code == "protocol_violation"
-        assert "disagree" in e.value.detail
-    finally:
-        w.close()
-
-
-# Returns the right values in one of several forms: what the judge takes by reference and what
-# it asks the worker to describe (made contiguous there, or no array at all).
 FORMS = """
 import numpy as np
 
@@ -424,15 +358,17 @@ def rmsnorm(x, weight, *, eps):
 @pytest.mark.parametrize(
     "form", ["plain", "fortran", "reversed", "big-endian", "flat", "one-row", "objects"]
 )
-def test_every_form_of_output_reads_as_the_candidate_returned_it(tmp_path: Path, form: str) -> None:
+def test_every_form_of_output_reads_as_the_candidate_returned_it(
+    form: str, worker_of: Any, calls_of: Any
+) -> None:
     """Taken by reference where it is a plain contiguous array; asked about (the `describe`
     frame, in the middle of a run and after its last call) where it is not: the same values
     either way, or, for an array of objects, the worker's description of it and the run's
     end."""
-    w = _worker(tmp_path, FORMS.format(form=form))
+    w = worker_of(FORMS.format(form=form))
     try:
         assert w.objects is not None or os.geteuid() != 0
-        calls = _calls(3)
+        calls = calls_of(3)
         results = w.run_calls(0, calls, lambda: 30.0, 1 << 20)
         if form == "objects":
             assert len(results) == 1 and results[0].output is None
@@ -454,65 +390,3 @@ def test_every_form_of_output_reads_as_the_candidate_returned_it(tmp_path: Path,
 
 # On the run's last call, a ref frame of the candidate's own goes out before the worker's,
 # naming something other than the output (the judge takes the first frame as the answer).
-FORGED_REF = """
-import ctypes
-import os
-import struct
-import sys
-
-import numpy as np
-
-WHAT = "{what}"
-_calls = [0]
-_keep = []
-
-
-def _forged_array_over(x):
-    dims = (ctypes.c_int64 * 2)(*x.shape)
-    strides = (ctypes.c_int64 * 2)(*x.strides)
-    fields = (ctypes.c_char * 96)()
-    data = x.__array_interface__["data"][0]
-    struct.pack_into(
-        "<qQQi4xQQQQi", fields, 0, 1 << 20, id(np.ndarray), data, 2,
-        ctypes.addressof(dims), ctypes.addressof(strides), 0, id(x.dtype), 1,
-    )
-    _keep.extend([dims, strides, fields])
-    return ctypes.addressof(fields)
-
-
-def rmsnorm(x, weight, *, eps):
-    _calls[0] += 1
-    if _calls[0] == 2:
-        thing = b"not an array" * 8
-        _keep.append(thing)
-        ref = {{"no-array": id(thing), "unmapped": 8, "over-the-input": _forged_array_over(x)}}
-        os.write(int(sys.argv[2]), struct.pack("<4sIQ", b"OAR1", 1, ref[WHAT]))
-    return np.zeros(x.shape, x.dtype)
-"""
-
-
-@pytest.mark.parametrize(
-    ("what", "finding"),
-    [("no-array", "names no ndarray"), ("unmapped", "cannot be read"), ("over-the-input", "")],
-)
-def test_a_forged_output_reference_gains_nothing(tmp_path: Path, what: str, finding: str) -> None:
-    """The object a ref frame names is the candidate's to forge: one that is no array, or lies
-    nowhere, is a protocol violation; a made-up array over the input area (the input's bytes
-    as the output, no work done) is seen for what its bytes are: an output in an input."""
-    w = _worker(tmp_path, FORGED_REF.format(what=what))
-    try:
-        if w.objects is None:
-            pytest.skip("this judge cannot read the worker's memory")
-        if finding:
-            with pytest.raises(WorkerError) as e:
-                w.run_calls(0, _calls(2), lambda: 30.0, 1 << 20)
-            assert e.value.code == "protocol_violation"
-            assert finding in e.value.detail
-            return
-        calls = _calls(2)
-        results = w.run_calls(0, calls, lambda: 30.0, 1 << 20)
-        last = results[-1]
-        assert last.reply["aliases"] is True
-        assert last.output is not None and np.array_equal(last.output, calls[1][0][0])
-    finally:
-        w.close()

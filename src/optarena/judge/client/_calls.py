@@ -289,7 +289,14 @@ class CallRun:
 
     def _from_head(self, i: int, index: int, head: bytes, answered: int, deadline: float) -> Answer:
         """The answer whose first frame's head is `head`: an output taken by reference, or
-        (anything else) the general reader's."""
+        (anything else) the general reader's.
+
+        `answered` ends the call's go-to-answer clock, which the waiting check compares with
+        its CPU: it is when the output the judge takes arrived, never an earlier frame. A
+        candidate's own loop sent call i+1's ref frame as it answered call i, naming an array
+        the judge asks to have described, then slept and computed before it answered the
+        describe frame: stamped at the ref frame, its calls read as no waiting at all (red
+        team, 2026-12-07)."""
         client = self.client
         fd = client._from_worker
         magic, idx, ref = run.REF.unpack(head)
@@ -310,14 +317,17 @@ class CallRun:
             wire._write_all(client._to_worker, asking, deadline)
             client._await_reply(deadline)
             head = _take(fd, run.REF.size, deadline)
+            answered = time.perf_counter_ns()
         head += _take(fd, run.OUT.size - run.REF.size, deadline)
-        reply, output = self._general(head, index, deadline)
-        return Answer(None, reply, output, answered)
+        reply, output, delivered = self._general(head, index, deadline)
+        return Answer(None, reply, output, answered if delivered is None else delivered)
 
     def _general(
         self, head: bytes, index: int, deadline: float
-    ) -> tuple[dict[str, Any], np.ndarray | None]:
-        """The rest of an answer the hot path does not take, read and checked at once."""
+    ) -> tuple[dict[str, Any], np.ndarray | None, int | None]:
+        """The rest of an answer the hot path does not take, read and checked at once; and
+        when its last byte came through the pipe (None: it all came with its head, or its
+        bytes were read from the worker's memory at once)."""
         client = self.client
         fd = client._from_worker
         frame = read_out_header(head, index, client.reads_memory)
@@ -326,17 +336,19 @@ class CallRun:
             reply = wire.recv(fd, timeout=max(deadline - time.monotonic(), 1e-3))
             if not isinstance(reply, dict):
                 raise wire.WireError("reply is not an object")
-            return reply, None
+            return reply, None, time.perf_counter_ns()
         dtype = output_dtype(frame, shape)
         desc = _description(shape, dtype, frame.nbytes)
         if frame.nbytes > self.max_bytes:  # never read: the arm is rejected, the worker closed
-            return _reply(self._aliases(frame), {**desc, "too_large": True}), None
+            return _reply(self._aliases(frame), {**desc, "too_large": True}), None, None
         data = np.empty(frame.nbytes, dtype=np.uint8)
+        delivered = None
         if frame.nbytes and frame.in_memory:
             client._read_memory(frame.address, data)
         elif frame.nbytes:
             wire._read_into(fd, data.data, deadline)
-        return _reply(self._aliases(frame), desc), data.view(dtype).reshape(shape)
+            delivered = time.perf_counter_ns()
+        return _reply(self._aliases(frame), desc), data.view(dtype).reshape(shape), delivered
 
     def _aliases(self, frame: OutHeader) -> bool:
         """The worker's flag, or an output in memory inside the input area (`_in_inputs`)."""
