@@ -84,6 +84,17 @@ PROBE = textwrap.dedent(
     shared = libc.mmap(None, 1 << 16, 3, 0x01, fd_m, 0)  # MAP_SHARED
     call("remap_file_pages", ctypes.c_void_p(shared), ctypes.c_size_t(1 << 16), 0,
          ctypes.c_size_t(0), 0)
+    libc.mremap.restype = ctypes.c_void_p
+    libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
+    shared2 = libc.mmap(None, 1 << 16, 3, 0x01, fd_m, 0)
+    for name, old, new, flags in (("mremap_twin", 0, 1 << 16, 1),  # a second mapping
+                                  ("mremap_dontunmap", 1 << 16, 1 << 16, 1 | 4),
+                                  ("mremap_grow", 1 << 16, 1 << 17, 1)):  # as realloc does
+        r = libc.mremap(shared2, old, new, flags)
+        out[name] = "ok" if r not in (None, ctypes.c_void_p(-1).value) else errno.errorcode.get(
+            ctypes.get_errno(), "?")
+        if out[name] == "ok" and name == "mremap_grow":
+            shared2 = r
     for name, flags in (("mmap_populate", anon | 0x8000), ("mmap_locked", anon | 0x2000),
                         ("mmap", anon)):
         r = libc.mmap(None, 1 << 20, 3, flags, -1, 0)
@@ -189,8 +200,20 @@ def test_a_call_that_holds_the_kernel_for_seconds_is_refused_and_its_neighbours_
     refused += ["madvise_collapse", "remap_file_pages", "mlock", "mlock2", "mlockall"]
     for name in refused:
         assert r[name] == "EPERM", (name, r[name])
-    for name in ("madvise_dontneed", "madvise_hugepage", "madvise_random", "mmap"):
+    for name in ("madvise_dontneed", "madvise_hugepage", "madvise_random", "mmap", "mremap_grow"):
         assert r[name] == "ok", (name, r[name])
+
+
+@needs_seccomp
+def test_a_second_mapping_of_a_mapping_is_refused_and_a_grown_one_is_not(tmp_path: Path) -> None:
+    """A red-team candidate returned its input through a second mapping of the input area,
+    made with `mremap` after the judge had looked where the area lies: refused, as is the
+    old mapping kept by `MREMAP_DONTUNMAP`; growing or moving one, as `realloc` does, is not."""
+    r = _run(tmp_path, SandboxPolicy())
+    assert (r["mremap_twin"], r["mremap_dontunmap"]) == ("EPERM", "EPERM")
+    assert r["mremap_grow"] == "ok"
+    off = _run(tmp_path, replace(SandboxPolicy(), seccomp=False))
+    assert off["mremap_twin"] == "ok"  # the control: the kernel makes one
 
 
 @needs_seccomp

@@ -41,6 +41,13 @@ refuses the families that give one, and a few more that give a way around the ot
   stop at a pending signal (a write into a memfd, `fallocate`, `copy_file_range`) let the
   freezer in at once, and `munmap` or `ftruncate` of 2 GiB took 0.1 s: allowed.
 
+- a second mapping of a mapping (`mremap` with an old size of 0, or `MREMAP_DONTUNMAP`): the
+  judge looks for outputs over the worker's input area where that area was mapped at hello,
+  and a red-team candidate returned its input through a copy of the mapping made later, which
+  the aliasing check did not see (2026-12-07). The worker also seals the area's mapping
+  (`mseal`, `worker/_loop._seal`) where the kernel has it, so that it cannot move either;
+  `mremap` as allocators use it (growing or moving a mapping of their own) is allowed.
+
 Refused calls fail with EPERM (ENOSYS where noted); nothing is killed, so an honest candidate
 that tries one sees an ordinary error. Non-native system call ABIs (int 0x80, x32) are refused
 whole. The filter is installed last, in the worker, after no-new-privileges, and is inherited by
@@ -76,6 +83,7 @@ AF_NETLINK, AF_PACKET, AF_ALG = 16, 17, 38
 MADV_COLD, MADV_POPULATE_WRITE = 20, 23  # and MADV_PAGEOUT, MADV_POPULATE_READ between them
 MADV_COLLAPSE = 25
 MAP_POPULATE, MAP_LOCKED = 0x8000, 0x2000
+MREMAP_DONTUNMAP = 4
 
 # Numbers from the generic table (>= 424) are the same on every architecture.
 _GENERIC = {
@@ -139,6 +147,7 @@ _X86_64 = {
     "mlockall": 151,
     "madvise": 28,
     "mmap": 9,
+    "mremap": 25,
     **_GENERIC,
 }
 _AARCH64 = {
@@ -187,6 +196,7 @@ _AARCH64 = {
     "mlockall": 230,
     "madvise": 233,
     "mmap": 222,
+    "mremap": 216,
     **_GENERIC,
 }
 
@@ -204,7 +214,7 @@ ARCHES = {
 }
 
 ENOSYS_CALLS = ("clone3", "sendfile")
-SPECIAL_CALLS = ("clone", "socket", "madvise", "mmap")  # refused depending on an argument
+SPECIAL_CALLS = ("clone", "socket", "madvise", "mmap", "mremap")  # refused by an argument
 DENIED_CALLS = tuple(n for n in _X86_64 if n not in (*ENOSYS_CALLS, *SPECIAL_CALLS))
 
 
@@ -242,7 +252,9 @@ def program(arch: Arch) -> list[tuple[int, int, int, int]]:
     label("c1")
     emit(_JEQ, arch.table["mmap"], jt="mmap", jf="c2")
     label("c2")
-    emit(_JEQ, arch.table["socket"], jt="socket", jf="allow")
+    emit(_JEQ, arch.table["socket"], jt="socket", jf="c3")
+    label("c3")
+    emit(_JEQ, arch.table["mremap"], jt="mremap", jf="allow")
     label("allow")
     emit(_RET, _RET_ALLOW)
     label("clone")
@@ -272,6 +284,17 @@ def program(arch: Arch) -> list[tuple[int, int, int, int]]:
     label("s2")
     emit(_JEQ, AF_ALG, jt="eperm", jf="allow3")
     label("allow3")
+    emit(_RET, _RET_ALLOW)
+    label("mremap")  # a second mapping of what is mapped (old size 0, or the old one kept)
+    emit(_LD_ABS_W, _OFF_ARG0 + 24)  # the flags (arg 3)
+    emit(_JSET, MREMAP_DONTUNMAP, jt="eperm", jf="r1")
+    label("r1")
+    emit(_LD_ABS_W, _OFF_ARG0 + 8)  # the old size (arg 1), its low half ...
+    emit(_JEQ, 0, jt="r2", jf="allow6")
+    label("r2")
+    emit(_LD_ABS_W, _OFF_ARG0 + 12)  # ... and its high half
+    emit(_JEQ, 0, jt="eperm", jf="allow6")
+    label("allow6")
     emit(_RET, _RET_ALLOW)
     label("eperm")
     emit(_RET, _RET_ERRNO | errno.EPERM)

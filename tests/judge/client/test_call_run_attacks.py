@@ -259,3 +259,58 @@ def test_a_forged_output_reference_gains_nothing(
         assert last.output is not None and np.array_equal(last.output, calls[1][0][0])
     finally:
         w.close()
+
+
+# The input area mapped a second time (red team, 2026-12-07: an output through such a copy
+# shared the inputs' memory where the judge, which read the area's place at hello, did not
+# look). Tried three ways; the first that works returns x's own bytes through the new mapping,
+# and where none does, the output's values say how each failed (errno, per way).
+REMAP = """
+import ctypes
+
+import numpy as np
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mremap.restype = libc.mmap.restype = ctypes.c_void_p
+libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
+libc.mremap.argtypes += [ctypes.c_void_p]
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+libc.mmap.argtypes += [ctypes.c_int, ctypes.c_long]
+WAYS = ((0, 1), (-1, 1 | 4), (-1, 1 | 2))  # old size 0; MREMAP_DONTUNMAP; a move (FIXED)
+
+
+def rmsnorm(x, weight, *, eps):
+    for line in open("/proc/self/maps"):
+        if "optarena-inputs" in line:
+            lo, hi = (int(v, 16) for v in line.split()[0].split("-"))
+            break
+    size = hi - lo
+    spare = libc.mmap(None, size, 0, 0x22, -1, 0)  # where a move would go
+    errors = []
+    for old, flags in WAYS:
+        args = [lo, size if old < 0 else old, size, flags]
+        new = libc.mremap(*args, spare if flags & 2 else None)
+        if new not in (None, ctypes.c_void_p(-1).value):
+            at = x.__array_interface__["data"][0] - lo + new
+            return np.frombuffer((ctypes.c_char * x.nbytes).from_address(at), x.dtype).reshape(
+                x.shape
+            )
+        errors.append(ctypes.get_errno())
+    return np.array(errors * (x.size // 3) + [0] * (x.size % 3), x.dtype).reshape(x.shape)
+"""
+
+
+def test_the_input_area_cannot_be_mapped_again(worker_of: Any, calls_of: Any) -> None:
+    w = worker_of(REMAP)
+    try:
+        hello_sealed = w.sealed_inputs
+        results = w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
+        for r in results:
+            assert r.reply.get("ok") and r.output is not None, r.reply
+            assert not r.reply["aliases"]  # nothing to alias: no second mapping exists
+            errors = [int(v) for v in r.output.reshape(-1)[:3]]
+            assert errors[:2] == [1, 1]  # EPERM, by the filter
+            if hello_sealed:
+                assert errors[2] == 1  # EPERM: the sealed area does not move
+    finally:
+        w.close()

@@ -71,6 +71,7 @@ class WorkerClient:
         )
         self.reply_pipe_bytes = reply_pipe_bytes
         self.reads_memory = False  # outputs of runs read from the worker's memory (see hello)
+        self.sealed_inputs = False  # the worker sealed its input area's mapping (`mseal`)
         self.objects: ObjectReader | None = None  # ... and by reference (see `_objects`)
         self.cpu_at_rest: int | None = None  # the cgroup's CPU when last frozen between runs
         self.input_ranges: list[tuple[int, int]] = []  # where the input area is mapped there
@@ -299,7 +300,8 @@ class WorkerClient:
             msg = {**msg, **self.hello_extras()}
         self.thaw()
         reply = self._exchange(msg, timeout)
-        if msg.get("op") == "hello":
+        if msg.get("op") == "hello":  # answered before any candidate code exists
+            self.sealed_inputs = reply.get("sealed") is True
             self.reads_memory = self._can_read_memory(reply.get("probe"))
             pid = self.sandbox.worker_pid
             if self.reads_memory and pid is not None:

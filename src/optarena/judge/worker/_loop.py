@@ -145,10 +145,12 @@ class Worker:
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, [int(c) for c in cpus])
         arena = msg.get("arena")
+        sealed = False
         if arena:  # mapped before candidate code exists; the descriptors are closed at once
             self.inputs = _map(int(arena["in_fd"]), int(arena["in_size"]), writable=False)
             self.outputs = _map(int(arena["out_fd"]), int(arena["out_size"]), writable=True)
             self.in_area = np.frombuffer(self.inputs, dtype=np.uint8)
+            sealed = _seal(self.in_area)
         mb = min(int(msg.get("prefault_mb") or 0), 4096)
         if mb > 0:
             # Grow and touch the heap once, before timing and before candidate code: with
@@ -171,6 +173,7 @@ class Worker:
             "numpy": np.__version__,
             "cwd": os.getcwd(),
             "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+            "sealed": sealed,
         }
 
     def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -481,6 +484,27 @@ class Worker:
             except BaseException:
                 return {"ok": False, "code": "raised", "error": traceback.format_exc(limit=4)}
         return {"ok": True, "calls": len(msg["calls"])}
+
+
+_MSEAL = 462  # the generic system call table's number: x86_64 and aarch64 alike
+
+
+def _seal(area: np.ndarray) -> bool:
+    """Seal the input area's mapping (`mseal`, Linux 6.10): from now on it cannot be moved,
+    resized, mapped a second time by `mremap`, unmapped or made writable. The judge looks for
+    outputs over the inputs where the area was mapped at hello; a red-team candidate returned
+    its input through a second mapping made later (2026-12-07). False where the kernel has
+    no `mseal` (the seccomp filter still refuses a second mapping; a move is not refused)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return False
+    libc.syscall.restype = ctypes.c_long
+    size = -(-area.nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+    at = ctypes.c_void_p(area.ctypes.data)
+    return bool(libc.syscall(_MSEAL, at, ctypes.c_size_t(size), ctypes.c_ulong(0)) == 0)
 
 
 def _map(fd: int, size: int, writable: bool) -> mmap.mmap:
