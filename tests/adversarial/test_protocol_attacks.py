@@ -20,6 +20,8 @@ from optarena.judge import JudgeOptions, JudgeResult
 from optarena.tasks import Task, load_task
 
 BASE = "x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight"
+# a candidate's own loop: the worker's wire and run modules, its object, its input area
+LOOP_PARTS = (Path(__file__).resolve().parent / "data" / "loop_parts.py").read_text()
 TIMED = """
 import os
 def _timed():
@@ -45,27 +47,9 @@ def _base(x, weight, *, eps):
 
 rmsnorm = _base
 
-def _sibling(name):
-    path = os.path.join(os.path.dirname(sys.argv[0]), name)
-    spec = importlib.util.spec_from_file_location("_lean_" + name[1:-3], path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-def _worker_object():
-    frame = sys._getframe(0)
-    while frame is not None:
-        obj = frame.f_locals.get("self")
-        if type(obj).__name__ == "Worker":
-            return obj
-        frame = frame.f_back
-    raise SystemExit("no worker object")
-
-def _view(area, d):
-    if not (isinstance(d, dict) and "__shm__" in d):
-        return d
-    return np.ndarray(tuple(d["shape"]), dtype=np.dtype(d["dtype"]), buffer=area,
-                      offset=d["offset"], strides=tuple(d["strides"]))
+"""
+    + LOOP_PARTS
+    + """
 
 def _serve():
     wire, run = _sibling("_wire.py"), _sibling("_run.py")

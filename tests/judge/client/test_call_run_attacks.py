@@ -4,6 +4,7 @@ what they claim. Each must gain nothing and, where it breaks a rule, be named.""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ needs_cgroup = pytest.mark.skipif(
 # have described. Then, asked, it sleeps (waiting, off the CPU), computes and describes the
 # real output. Stamped at the early ref frame, its calls read as no waiting at all.
 BASE = "x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight"
+LOOP_PARTS = (Path(__file__).resolve().parents[2] / "adversarial/data/loop_parts.py").read_text()
 
 EARLY = """
 import importlib.util, os, struct, sys, time
@@ -37,27 +39,7 @@ def _base(x, weight, *, eps):
 
 rmsnorm = _base
 
-def _sibling(name):
-    path = os.path.join(os.path.dirname(sys.argv[0]), name)
-    spec = importlib.util.spec_from_file_location("_lean_" + name[1:-3], path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-def _worker_object():
-    frame = sys._getframe(0)
-    while frame is not None:
-        obj = frame.f_locals.get("self")
-        if type(obj).__name__ == "Worker":
-            return obj
-        frame = frame.f_back
-    raise SystemExit("no worker object")
-
-def _view(area, d):
-    if not (isinstance(d, dict) and "__shm__" in d):
-        return d
-    return np.ndarray(tuple(d["shape"]), dtype=np.dtype(d["dtype"]), buffer=area,
-                      offset=d["offset"], strides=tuple(d["strides"]))
+{parts}
 
 def _read(fd, n):
     b = b""
@@ -135,7 +117,9 @@ def test_an_answer_sent_before_its_call_hides_no_waiting(
 ) -> None:
     """The go-to-answer clock stops when the output the judge takes arrives (red team,
     2026-12-07: it stopped at the early ref frame, and the waiting share read 0.0)."""
-    text = (EARLY if source == "early" else HONEST_SLEEPER).format(sleep=0.003, base=BASE)
+    text = (EARLY if source == "early" else HONEST_SLEEPER).format(
+        sleep=0.003, base=BASE, parts=LOOP_PARTS
+    )
     w = worker_of(text)
     try:
         calls = calls_of(12)
