@@ -59,30 +59,24 @@ def test_the_windows_tile_the_run(source: str, worker_of: Any, calls_of: Any) ->
     """Work moved into a child process is the worker's too: the windows tile the cgroup's
     count, children and all."""
     w = worker_of(PLAIN if source == "plain" else IN_A_CHILD)
-    try:
-        w.freeze()
-        before = w.sandbox.cpu_ns()
-        results = w.run_calls(0, calls_of(8), lambda: 30.0, 1 << 20)
-        after = w.sandbox.cpu_ns()
-        assert before is not None and after is not None
-        assert all(r.reply["ok"] and r.cpu_ns is not None for r in results)
-        assert sum(int(r.cpu_ns or 0) for r in results) == after - before
-        assert all(r.output is not None and r.output.shape == (4, 256) for r in results)
-        if source == "in-a-child":
-            assert after - before >= 8 * 5_000_000 * 0.95
-    finally:
-        w.close()
+    w.freeze()
+    before = w.sandbox.cpu_ns()
+    results = w.run_calls(0, calls_of(8), lambda: 30.0, 1 << 20)
+    after = w.sandbox.cpu_ns()
+    assert before is not None and after is not None
+    assert all(r.reply["ok"] and r.cpu_ns is not None for r in results)
+    assert sum(int(r.cpu_ns or 0) for r in results) == after - before
+    assert all(r.output is not None and r.output.shape == (4, 256) for r in results)
+    if source == "in-a-child":
+        assert after - before >= 8 * 5_000_000 * 0.95
 
 
 @needs_cgroup
 def test_work_after_the_reply_is_charged_to_the_run(worker_of: Any, calls_of: Any) -> None:
     w = worker_of(AFTER_THE_REPLY)
-    try:
-        results = w.run_calls(0, calls_of(8), lambda: 30.0, 1 << 20)
-        total = sum(int(r.cpu_ns or 0) for r in results)
-        assert total >= 7 * 3_000_000 * 0.9, total
-    finally:
-        w.close()
+    results = w.run_calls(0, calls_of(8), lambda: 30.0, 1 << 20)
+    total = sum(int(r.cpu_ns or 0) for r in results)
+    assert total >= 7 * 3_000_000 * 0.9, total
 
 
 # Call n burns (n % 4 + 1) ms of CPU in its own thread.
@@ -126,31 +120,25 @@ def rmsnorm(x, weight, *, eps):
 @needs_cgroup
 def test_each_call_is_charged_its_own_cpu(worker_of: Any, calls_of: Any) -> None:
     w = worker_of(BURN_PER_CALL)
-    try:
-        results = w.run_calls(0, calls_of(8), lambda: 30.0, 1 << 20)
-        for n, r in enumerate(results):
-            burn = 1_000_000 * (n % 4 + 1)
-            assert r.cpu_ns is not None and burn * 0.95 <= r.cpu_ns, (n, r.cpu_ns)
-        for n, r in enumerate(results[:-1]):  # the last takes the CPU until the freeze too
-            assert r.cpu_ns < 1_000_000 * (n % 4 + 1) + 900_000, (n, r.cpu_ns)
-    finally:
-        w.close()
+    results = w.run_calls(0, calls_of(8), lambda: 30.0, 1 << 20)
+    for n, r in enumerate(results):
+        burn = 1_000_000 * (n % 4 + 1)
+        assert r.cpu_ns is not None and burn * 0.95 <= r.cpu_ns, (n, r.cpu_ns)
+    for n, r in enumerate(results[:-1]):  # the last takes the CPU until the freeze too
+        assert r.cpu_ns < 1_000_000 * (n % 4 + 1) + 900_000, (n, r.cpu_ns)
 
 
 def test_a_changed_layout_is_bound_again_inside_the_run(worker_of: Any, calls_of: Any) -> None:
     """Calls whose arrays lie differently are bound again before they run (timed, like every
     arm's); the outputs stay right and every call is answered."""
     w = worker_of(PLAIN)
-    try:
-        calls = calls_of(4)
-        wide = np.zeros((8, 256), np.float32)
-        calls[2] = ([wide, calls[2][0][1]], calls[2][1])
-        results = w.run_calls(0, calls, lambda: 30.0, 1 << 20)
-        assert [r.output.shape for r in results if r.output is not None] == [
-            (4, 256), (4, 256), (8, 256), (4, 256)
-        ]  # fmt: skip
-    finally:
-        w.close()
+    calls = calls_of(4)
+    wide = np.zeros((8, 256), np.float32)
+    calls[2] = ([wide, calls[2][0][1]], calls[2][1])
+    results = w.run_calls(0, calls, lambda: 30.0, 1 << 20)
+    assert [r.output.shape for r in results if r.output is not None] == [
+        (4, 256), (4, 256), (8, 256), (4, 256)
+    ]  # fmt: skip
 
 
 def test_an_output_is_read_from_the_worker_as_it_was_answered(
@@ -159,13 +147,10 @@ def test_an_output_is_read_from_the_worker_as_it_was_answered(
     """The judge reads the output's bytes from the worker's memory (a root judge can): no copy
     in the worker that a loop of the candidate's could skip."""
     w = worker_of(PLAIN)
-    try:
-        assert w.reads_memory or os.geteuid() != 0
-        results = w.run_calls(0, calls_of(3), lambda: 30.0, 1 << 20)
-        assert all(r.output is not None and not r.output.any() for r in results)
-        assert all(r.call_wall_ns is not None and 0 < r.call_wall_ns <= r.wall_ns for r in results)
-    finally:
-        w.close()
+    assert w.reads_memory or os.geteuid() != 0
+    results = w.run_calls(0, calls_of(3), lambda: 30.0, 1 << 20)
+    assert all(r.output is not None and not r.output.any() for r in results)
+    assert all(r.call_wall_ns is not None and 0 < r.call_wall_ns <= r.wall_ns for r in results)
 
 
 # Each call answers with how many of its earlier outputs are still alive as it starts (the
@@ -192,13 +177,10 @@ def test_an_answered_output_is_let_go_before_the_next_call(worker_of: Any, calls
     give it. Held through the next call, every call ran with one more output's memory in its
     heap and its cache than in-process timing gives it (a diluted ratio on large shapes)."""
     w = worker_of(COUNTS_LIVE_OUTPUTS)
-    try:
-        results = w.run_calls(0, calls_of(4), lambda: 30.0, 1 << 20)
-        results += w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)  # across runs too
-        alive = [int(r.output.flat[0]) for r in results if r.output is not None]
-        assert alive == [0] * 6
-    finally:
-        w.close()
+    results = w.run_calls(0, calls_of(4), lambda: 30.0, 1 << 20)
+    results += w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)  # across runs too
+    alive = [int(r.output.flat[0]) for r in results if r.output is not None]
+    assert alive == [0] * 6
 
 
 # Answers each call with zeros at once and writes the real value into that answer later, at the
@@ -224,11 +206,8 @@ def test_an_output_finished_after_it_was_let_go_is_judged_as_answered(
     """Attack on the early release: work moved past the answer (to be fused with the next
     call's) never reaches the judge, which copied the output when it was answered."""
     w = worker_of(FINISHES_LATER)
-    try:
-        results = w.run_calls(0, calls_of(4), lambda: 30.0, 1 << 20)
-        assert [float(r.output.max()) for r in results if r.output is not None] == [0.0] * 4
-    finally:
-        w.close()
+    results = w.run_calls(0, calls_of(4), lambda: 30.0, 1 << 20)
+    assert [float(r.output.max()) for r in results if r.output is not None] == [0.0] * 4
 
 
 # The first call leaves a child that dies of a fatal timer some 30 ms later, while the worker
@@ -267,21 +246,18 @@ def test_cpu_used_while_frozen_between_runs_is_charged_to_the_next_run(
     worker was frozen (an attack had helpers exit during the other arm's calls) is the
     next run's, so the tiles add up to everything the cgroup used."""
     w = worker_of(DIES_WHILE_FROZEN)
-    try:
-        w.freeze()
-        start = w.sandbox.cpu_ns()
-        first = w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
-        import time
+    w.freeze()
+    start = w.sandbox.cpu_ns()
+    first = w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
+    import time
 
-        time.sleep(0.5)  # frozen: the child dies now
-        second = w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
-        end = w.sandbox.cpu_ns()
-        assert start is not None and end is not None
-        tiles = sum(int(r.cpu_ns or 0) for r in [*first, *second])
-        assert tiles == end - start
-        assert w.sandbox.members() - {w.sandbox.worker_pid} <= w.sandbox._helpers  # it died
-    finally:
-        w.close()
+    time.sleep(0.5)  # frozen: the child dies now
+    second = w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
+    end = w.sandbox.cpu_ns()
+    assert start is not None and end is not None
+    tiles = sum(int(r.cpu_ns or 0) for r in [*first, *second])
+    assert tiles == end - start
+    assert w.sandbox.members() - {w.sandbox.worker_pid} <= w.sandbox._helpers  # it died
 
 
 @needs_cgroup
@@ -294,24 +270,21 @@ def test_cpu_used_while_frozen_goes_to_the_first_counted_call_not_a_warm_up(
     import time
 
     w = worker_of(DIES_WHILE_FROZEN)
-    try:
-        w.freeze()
-        start = w.sandbox.cpu_ns()
-        first = w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
-        time.sleep(0.5)  # frozen: the child dies now, its exit charged to the cgroup
-        rest, frozen_now = w.cpu_at_rest, w.sandbox.cpu_ns()
-        assert rest is not None and frozen_now is not None
-        used_while_frozen = frozen_now - rest
-        second = w.run_calls(0, calls_of(3), lambda: 30.0, 1 << 20, warm=1)
-        end = w.sandbox.cpu_ns()
-        assert start is not None and end is not None
-        assert sum(int(r.cpu_ns or 0) for r in [*first, *second]) == end - start
-        assert used_while_frozen > 0
-        warm, counted = second[0], second[1]
-        assert counted.cpu_ns is not None and counted.cpu_ns >= used_while_frozen
-        assert warm.cpu_ns is not None and warm.cpu_ns < counted.cpu_ns
-    finally:
-        w.close()
+    w.freeze()
+    start = w.sandbox.cpu_ns()
+    first = w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
+    time.sleep(0.5)  # frozen: the child dies now, its exit charged to the cgroup
+    rest, frozen_now = w.cpu_at_rest, w.sandbox.cpu_ns()
+    assert rest is not None and frozen_now is not None
+    used_while_frozen = frozen_now - rest
+    second = w.run_calls(0, calls_of(3), lambda: 30.0, 1 << 20, warm=1)
+    end = w.sandbox.cpu_ns()
+    assert start is not None and end is not None
+    assert sum(int(r.cpu_ns or 0) for r in [*first, *second]) == end - start
+    assert used_while_frozen > 0
+    warm, counted = second[0], second[1]
+    assert counted.cpu_ns is not None and counted.cpu_ns >= used_while_frozen
+    assert warm.cpu_ns is not None and warm.cpu_ns < counted.cpu_ns
 
 
 # The last call of a run answers first with a complete frame of its own: float64 claimed for the
@@ -351,26 +324,23 @@ def test_every_form_of_output_reads_as_the_candidate_returned_it(
     either way, or, for an array of objects, the worker's description of it and the run's
     end."""
     w = worker_of(FORMS.format(form=form))
-    try:
-        assert w.objects is not None or os.geteuid() != 0
-        calls = calls_of(3)
-        results = w.run_calls(0, calls, lambda: 30.0, 1 << 20)
-        if form == "objects":
-            assert len(results) == 1 and results[0].output is None
-            assert "object" in str(results[0].reply["output"])
-            return
-        assert len(results) == 3
-        for (args, _), r in zip(calls, results, strict=True):
-            want = args[0] * 2
-            want = {"reversed": want[::-1], "flat": want.reshape(-1), "one-row": want[:1]}.get(
-                form, want
-            )
-            assert r.output is not None and r.output.shape == want.shape
-            assert np.array_equal(r.output, want)
-            assert r.reply["aliases"] is False
-            assert r.reply["output"]["dtype"] == (">f4" if form == "big-endian" else "<f4")
-    finally:
-        w.close()
+    assert w.objects is not None or os.geteuid() != 0
+    calls = calls_of(3)
+    results = w.run_calls(0, calls, lambda: 30.0, 1 << 20)
+    if form == "objects":
+        assert len(results) == 1 and results[0].output is None
+        assert "object" in str(results[0].reply["output"])
+        return
+    assert len(results) == 3
+    for (args, _), r in zip(calls, results, strict=True):
+        want = args[0] * 2
+        want = {"reversed": want[::-1], "flat": want.reshape(-1), "one-row": want[:1]}.get(
+            form, want
+        )
+        assert r.output is not None and r.output.shape == want.shape
+        assert np.array_equal(r.output, want)
+        assert r.reply["aliases"] is False
+        assert r.reply["output"]["dtype"] == (">f4" if form == "big-endian" else "<f4")
 
 
 # On the run's last call, a ref frame of the candidate's own goes out before the worker's,

@@ -121,23 +121,20 @@ def test_an_answer_sent_before_its_call_hides_no_waiting(
         sleep=0.003, base=BASE, parts=LOOP_PARTS
     )
     w = worker_of(text)
-    try:
-        calls = calls_of(12)
-        results = w.run_calls(0, calls, lambda: 30.0, 1 << 20)
-        assert len(results) == len(calls)
-        for r, (a, k) in zip(results, calls, strict=True):
-            assert r.reply.get("ok") and r.output is not None, r.reply
-            x, weight = a
-            want = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + k["eps"]) * weight
-            np.testing.assert_allclose(r.output, want, rtol=1e-6)
-        counted = results[1:]
-        call = [int(r.call_wall_ns or 0) for r in counted]
-        cpu = [int(r.cpu_ns or 0) for r in counted]
-        assert min(call) > 3_000_000  # each answer after its 3 ms sleep
-        share = waiting_share(ArmCalls(call, cpu))
-        assert share is not None and share > 0.5, share
-    finally:
-        w.close()
+    calls = calls_of(12)
+    results = w.run_calls(0, calls, lambda: 30.0, 1 << 20)
+    assert len(results) == len(calls)
+    for r, (a, k) in zip(results, calls, strict=True):
+        assert r.reply.get("ok") and r.output is not None, r.reply
+        x, weight = a
+        want = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + k["eps"]) * weight
+        np.testing.assert_allclose(r.output, want, rtol=1e-6)
+    counted = results[1:]
+    call = [int(r.call_wall_ns or 0) for r in counted]
+    cpu = [int(r.cpu_ns or 0) for r in counted]
+    assert min(call) > 3_000_000  # each answer after its 3 ms sleep
+    share = waiting_share(ArmCalls(call, cpu))
+    assert share is not None and share > 0.5, share
 
 
 FORGED_LAST = """
@@ -168,13 +165,10 @@ def test_an_output_frame_in_place_of_a_ref_frame_is_checked_in_full(
     to the general reader, which checks all of it: a dtype that disagrees with the size is a
     protocol violation, never bytes judged as another dtype."""
     w = worker_of(FORGED_LAST)
-    try:
-        with pytest.raises(WorkerError) as e:
-            w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
-        assert e.value.code == "protocol_violation"
-        assert "disagree" in e.value.detail
-    finally:
-        w.close()
+    with pytest.raises(WorkerError) as e:
+        w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
+    assert e.value.code == "protocol_violation"
+    assert "disagree" in e.value.detail
 
 
 # Returns the right values in one of several forms: what the judge takes by reference and what
@@ -227,22 +221,19 @@ def test_a_forged_output_reference_gains_nothing(
     nowhere, is a protocol violation; a made-up array over the input area (the input's bytes
     as the output, no work done) is seen for what its bytes are: an output in an input."""
     w = worker_of(FORGED_REF.format(what=what))
-    try:
-        if w.objects is None:
-            pytest.skip("this judge cannot read the worker's memory")
-        if finding:
-            with pytest.raises(WorkerError) as e:
-                w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
-            assert e.value.code == "protocol_violation"
-            assert finding in e.value.detail
-            return
-        calls = calls_of(2)
-        results = w.run_calls(0, calls, lambda: 30.0, 1 << 20)
-        last = results[-1]
-        assert last.reply["aliases"] is True
-        assert last.output is not None and np.array_equal(last.output, calls[1][0][0])
-    finally:
-        w.close()
+    if w.objects is None:
+        pytest.skip("this judge cannot read the worker's memory")
+    if finding:
+        with pytest.raises(WorkerError) as e:
+            w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
+        assert e.value.code == "protocol_violation"
+        assert finding in e.value.detail
+        return
+    calls = calls_of(2)
+    results = w.run_calls(0, calls, lambda: 30.0, 1 << 20)
+    last = results[-1]
+    assert last.reply["aliases"] is True
+    assert last.output is not None and np.array_equal(last.output, calls[1][0][0])
 
 
 # The input area mapped a second time (red team, 2026-12-07: an output through such a copy
@@ -286,15 +277,12 @@ def rmsnorm(x, weight, *, eps):
 
 def test_the_input_area_cannot_be_mapped_again(worker_of: Any, calls_of: Any) -> None:
     w = worker_of(REMAP)
-    try:
-        hello_sealed = w.sealed_inputs
-        results = w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
-        for r in results:
-            assert r.reply.get("ok") and r.output is not None, r.reply
-            assert not r.reply["aliases"]  # nothing to alias: no second mapping exists
-            errors = [int(v) for v in r.output.reshape(-1)[:3]]
-            assert errors[:2] == [1, 1]  # EPERM, by the filter
-            if hello_sealed:
-                assert errors[2] == 1  # EPERM: the sealed area does not move
-    finally:
-        w.close()
+    hello_sealed = w.sealed_inputs
+    results = w.run_calls(0, calls_of(2), lambda: 30.0, 1 << 20)
+    for r in results:
+        assert r.reply.get("ok") and r.output is not None, r.reply
+        assert not r.reply["aliases"]  # nothing to alias: no second mapping exists
+        errors = [int(v) for v in r.output.reshape(-1)[:3]]
+        assert errors[:2] == [1, 1]  # EPERM, by the filter
+        if hello_sealed:
+            assert errors[2] == 1  # EPERM: the sealed area does not move
