@@ -127,17 +127,29 @@ PROBE = textwrap.dedent(
 )
 
 
-def _run(tmp_path: Path, policy: SandboxPolicy, cpus: list[int] | None = None) -> dict:
+def _spawned(
+    tmp_path: Path, policy: SandboxPolicy, script: str, cpus: list[int] | None = None
+) -> tuple[Sandbox, subprocess.Popen[bytes]]:
+    """`script` run by Python in a sandbox of its own (the caller closes the sandbox)."""
     workdir = tmp_path / f"w{len(list(tmp_path.iterdir()))}"
     workdir.mkdir()
     sb = Sandbox(workdir, ResourceLimits(address_space_mb=2048, processes=16), policy, cpus=cpus)
     try:
         proc = sb.spawn(
-            [sys.executable, "-c", PROBE],
+            [sys.executable, "-c", script],
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
+    except BaseException:
+        sb.close()
+        raise
+    return sb, proc
+
+
+def _run(tmp_path: Path, policy: SandboxPolicy, cpus: list[int] | None = None) -> dict:
+    sb, proc = _spawned(tmp_path, policy, PROBE, cpus)
+    try:
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err.decode()
         result = json.loads(out)
@@ -279,16 +291,8 @@ COLLAPSE = textwrap.dedent(
 
 def _freeze_during_collapse(tmp_path: Path, policy: SandboxPolicy) -> tuple[int, int, float]:
     """(return value, errno, how long a freeze asked for 0.1 s into the call took)."""
-    workdir = tmp_path / f"c{len(list(tmp_path.iterdir()))}"
-    workdir.mkdir()
-    sb = Sandbox(workdir, ResourceLimits(address_space_mb=2048, processes=16), policy)
+    sb, proc = _spawned(tmp_path, policy, COLLAPSE)
     try:
-        proc = sb.spawn(
-            [sys.executable, "-c", COLLAPSE],
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
         assert proc.stdout is not None
         assert proc.stdout.readline() == b"go\n"
         time.sleep(0.1)

@@ -1,7 +1,8 @@
 # What a candidate needs to serve the worker's pipes with a loop of its own (appended to
 # candidate sources by `test_protocol_attacks.TAKEOVER` and `judge/client`'s run attacks):
 # the wire and run modules loaded from beside the worker script, the worker object found by
-# walking frames (its input area), and the input area's views as a bind describes them.
+# walking frames (its input area), the input area's views as a bind describes them, and an
+# exact read from the judge's pipe (the process ends with the pipe).
 import importlib.util
 import os
 import sys
@@ -37,3 +38,13 @@ def _view(area, d):
         offset=d["offset"],
         strides=tuple(d["strides"]),
     )
+
+
+def _read_exact(fd, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            os._exit(0)
+        buf += chunk
+    return buf
